@@ -1,0 +1,24 @@
+//! Root of dotllm's native library: the ABI version and the exports of every module.
+//!
+//! The FFI boundary is narrow: every export is `dotllm_<op>[_<type>]`, takes pointers
+//! (as addresses) and integer counts only, and never allocates on a hot path.
+const std = @import("std");
+
+pub const mem = @import("mem.zig");
+
+/// Bumped whenever an export is added, removed or changes its signature.
+/// `src/native/symbols.ts` holds the same number and refuses any other.
+pub const abi_version: u32 = 1;
+
+export fn dotllm_abi_version() u32 {
+    return abi_version;
+}
+
+comptime {
+    // Reference every module so that its exports are compiled into the library.
+    _ = mem;
+}
+
+test {
+    std.testing.refAllDecls(@This());
+}

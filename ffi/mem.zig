@@ -1,0 +1,108 @@
+//! Native memory: 64-byte aligned buffers for activations and caches, and read-only
+//! file mappings for model weights. TypeScript views both as ArrayBuffers, never copies.
+const std = @import("std");
+const builtin = @import("builtin");
+
+/// Alignment of every buffer from `dotllm_alloc`: one cache line, enough for AVX-512 loads.
+pub const buffer_alignment = std.mem.Alignment.@"64";
+
+/// Largest buffer `dotllm_alloc` hands out (TIGER_STYLE: a limit on everything).
+pub const buffer_size_max_bytes: usize = 1 << 40;
+
+/// Allocates `size_bytes` zeroed bytes aligned to 64. Returns 0 when out of memory.
+export fn dotllm_alloc(size_bytes: usize) usize {
+    if (size_bytes == 0 or size_bytes > buffer_size_max_bytes) return 0;
+    const ptr = std.heap.c_allocator.rawAlloc(size_bytes, buffer_alignment, @returnAddress()) orelse return 0;
+    @memset(ptr[0..size_bytes], 0);
+    return @intFromPtr(ptr);
+}
+
+/// Frees a buffer from `dotllm_alloc`; `size_bytes` must be the size it was allocated with.
+export fn dotllm_free(address: usize, size_bytes: usize) void {
+    if (address == 0) return;
+    const ptr: [*]u8 = @ptrFromInt(address);
+    std.heap.c_allocator.rawFree(ptr[0..size_bytes], buffer_alignment, @returnAddress());
+}
+
+/// Error codes of `dotllm_map_file` (negated in its return value).
+pub const MapError = enum(i32) {
+    ok = 0,
+    not_found = 1,
+    access_denied = 2,
+    is_directory = 3,
+    too_large = 4,
+    io = 5,
+    path_too_long = 6,
+};
+
+/// Maps the file at `path[0..path_len]` read-only. On success writes the mapping's
+/// address to `out[0]` and the file's size to `out[1]` and returns 0; otherwise returns
+/// a negated `MapError`. An empty file maps to address 0, size 0.
+export fn dotllm_map_file(path: [*]const u8, path_len: usize, out: *[2]u64) i32 {
+    const result = mapFile(path[0..path_len]) catch |err| return -@intFromEnum(mapErrorCode(err));
+    out[0] = @intFromPtr(result.ptr);
+    out[1] = result.len;
+    return 0;
+}
+
+/// Unmaps a mapping made by `dotllm_map_file`.
+export fn dotllm_unmap_file(address: usize, size_bytes: usize) void {
+    if (address == 0 or size_bytes == 0) return;
+    const ptr: [*]align(std.heap.page_size_min) const u8 = @ptrFromInt(address);
+    std.posix.munmap(ptr[0..size_bytes]);
+}
+
+fn mapErrorCode(err: anyerror) MapError {
+    return switch (err) {
+        error.FileNotFound, error.NotDir => .not_found,
+        error.AccessDenied, error.PermissionDenied => .access_denied,
+        error.IsDir => .is_directory,
+        error.FileTooBig => .too_large,
+        error.NameTooLong, error.BadPathName, error.InvalidUtf8 => .path_too_long,
+        else => .io,
+    };
+}
+
+fn mapFile(path: []const u8) ![]align(std.heap.page_size_min) const u8 {
+    if (path.len == 0 or path.len > std.fs.max_path_bytes) return error.NameTooLong;
+    const file = try std.fs.cwd().openFile(path, .{});
+    defer file.close();
+    const stat = try file.stat();
+    if (stat.kind == .directory) return error.IsDir;
+    if (stat.size == 0) return &.{};
+    if (stat.size > std.math.maxInt(usize)) return error.FileTooBig;
+    return std.posix.mmap(
+        null,
+        @intCast(stat.size),
+        std.posix.PROT.READ,
+        .{ .TYPE = .PRIVATE },
+        file.handle,
+        0,
+    );
+}
+
+test "alloc returns zeroed, aligned memory and refuses 0 bytes" {
+    const address = dotllm_alloc(1000);
+    try std.testing.expect(address != 0);
+    try std.testing.expect(address % 64 == 0);
+    const bytes: [*]const u8 = @ptrFromInt(address);
+    for (bytes[0..1000]) |b| try std.testing.expectEqual(@as(u8, 0), b);
+    dotllm_free(address, 1000);
+    try std.testing.expectEqual(@as(usize, 0), dotllm_alloc(0));
+}
+
+test "map_file maps a file and reports a missing one" {
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    try tmp.dir.writeFile(.{ .sub_path = "w.bin", .data = "GGUF1234" });
+    var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const path = try tmp.dir.realpath("w.bin", &path_buffer);
+    var out: [2]u64 = undefined;
+    try std.testing.expectEqual(@as(i32, 0), dotllm_map_file(path.ptr, path.len, &out));
+    try std.testing.expectEqual(@as(u64, 8), out[1]);
+    const bytes: [*]const u8 = @ptrFromInt(out[0]);
+    try std.testing.expectEqualSlices(u8, "GGUF1234", bytes[0..8]);
+    dotllm_unmap_file(out[0], out[1]);
+    const missing = "/nonexistent/dotllm/w.bin";
+    try std.testing.expectEqual(-@intFromEnum(MapError.not_found), dotllm_map_file(missing, missing.len, &out));
+}

@@ -1,0 +1,7 @@
+/**
+ * dotllm: a CPU LLM inference engine. The library API re-exports each concept.
+ *
+ * @module
+ */
+export * from "./src/native/mod.ts";
+export { VERSION } from "./src/version.ts";

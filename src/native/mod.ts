@@ -1,0 +1,6 @@
+/** The native bridge: locating, loading and calling the Zig library. @module */
+export { loadNative, MappedFile, Native, NativeBuffer } from "./native.ts";
+export { cacheDir, libraryCandidates, libraryFileName, locateLibrary } from "./locate.ts";
+export { ABI_VERSION, symbols } from "./symbols.ts";
+export type { NativeFunctions, NativeType, SymbolSpec, Symbols } from "./symbols.ts";
+export type { Runtime } from "./_adapter.ts";

@@ -1,0 +1,27 @@
+#!/bin/sh
+# Every test: Zig unit tests, format/lint/type checks, then the TypeScript tests
+# (which also run the CLI under Bun). Run through `./dotllm task test`, which puts
+# the pinned deno, bun and zig on PATH and builds the library first.
+set -eu
+cd "$(dirname "$0")/.."
+
+echo "== zig build test"
+zig build test --summary new
+
+echo "== deno fmt --check / lint / check"
+deno fmt --check
+deno lint
+deno check .
+
+echo "== deno test"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+deno test --allow-all --no-prompt tests/ 2>&1 | tee "$log" || status=$?
+# deno test never exits 0 with failures, but the pipe hides its status in sh.
+summary=$(grep -E '^(ok|FAILED) \| [0-9]+ passed' "$log" | tail -n 1 || true)
+passed=$(printf '%s' "$summary" | sed -n 's/.*| \([0-9]*\) passed.*/\1/p')
+failed=$(printf '%s' "$summary" | sed -n 's/.*| \([0-9]*\) failed.*/\1/p')
+echo "tests: ${passed:-0} passed, ${failed:-0} failed"
+case "$summary" in ok*) [ "${passed:-0}" -gt 0 ] || exit 1 ;; *) exit 1 ;; esac
+exit "$status"
