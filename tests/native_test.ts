@@ -30,7 +30,10 @@ Deno.test("mapFile maps a model without copying and names a missing file", () =>
   assert.equal(mapped.byteLength, bytes.length);
   assert.deepEqual(mapped.bytes.subarray(0, 4096), new Uint8Array(bytes.subarray(0, 4096)));
   mapped.close();
-  assert.throws(() => native.mapFile("/nonexistent/x.gguf"), /cannot open ".*x\.gguf": no such file/);
+  assert.throws(
+    () => native.mapFile("/nonexistent/x.gguf"),
+    /cannot open ".*x\.gguf": no such file/,
+  );
   assert.throws(() => native.mapFile(testdata("models")), /is a directory/);
 });
 

@@ -3,6 +3,7 @@
 # (which also run the CLI under Bun). Run through `./dotllm task test`, which puts
 # the pinned deno, bun and zig on PATH and builds the library first.
 set -eu
+export NO_COLOR=1
 cd "$(dirname "$0")/.."
 
 echo "== zig build test"
@@ -11,7 +12,7 @@ zig build test --summary new
 echo "== deno fmt --check / lint / check"
 deno fmt --check
 deno lint
-deno check .
+deno check --quiet .
 
 echo "== deno test"
 log=$(mktemp)

@@ -40,7 +40,9 @@ export function openBun(
   for (const [name, spec] of Object.entries(table)) {
     const f = lib.symbols[name];
     // Bun returns a null `ptr` as null; the neutral table says 0.
-    functions[name] = spec.result === "ptr" ? (...a: unknown[]) => (f(...a) as number | null) ?? 0 : f;
+    functions[name] = spec.result === "ptr"
+      ? (...a: unknown[]) => (f(...a) as number | null) ?? 0
+      : f;
   }
   return {
     runtime: "bun",

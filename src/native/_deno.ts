@@ -26,7 +26,7 @@ export function openDeno(
   const defs: Record<string, Deno.ForeignFunction> = {};
   for (const [name, spec] of Object.entries(table)) {
     defs[name] = {
-      parameters: spec.args.map((t) => denoTypes[t]),
+      parameters: spec.args.map((t) => denoTypes[t]) as Deno.NativeType[],
       result: denoTypes[spec.result],
     };
   }

@@ -2,5 +2,5 @@
 export { loadNative, MappedFile, Native, NativeBuffer } from "./native.ts";
 export { cacheDir, libraryCandidates, libraryFileName, locateLibrary } from "./locate.ts";
 export { ABI_VERSION, symbols } from "./symbols.ts";
-export type { NativeFunctions, NativeType, SymbolSpec, Symbols } from "./symbols.ts";
+export type { NativeFunctions, NativeType, Symbols, SymbolSpec } from "./symbols.ts";
 export type { Runtime } from "./_adapter.ts";

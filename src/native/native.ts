@@ -92,7 +92,9 @@ export class MappedFile {
 
   /** The mapping's base address (0 for an empty file); throws once closed. */
   get address(): number {
-    if (this.#address === 0 && this.byteLength !== 0) throw new Error("MappedFile used after close");
+    if (this.#address === 0 && this.byteLength !== 0) {
+      throw new Error("MappedFile used after close");
+    }
     return this.#address;
   }
 
