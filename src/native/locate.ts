@@ -5,26 +5,14 @@
  * @module
  */
 import { existsSync } from "node:fs";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { VERSION } from "../version.ts";
+import { embeddedLibrary, installLibrary } from "./embedded.ts";
+import { cacheDir, libraryFileName } from "./paths.ts";
 
-/** The library's file name on an operating system (`process.platform`). */
-export function libraryFileName(platform: string = process.platform): string {
-  if (platform === "darwin") return "libdotllm.dylib";
-  if (platform === "win32") return "dotllm.dll";
-  return "libdotllm.so";
-}
-
-/** dotllm's per-user cache folder: `$XDG_CACHE_HOME/dotllm` or `~/.cache/dotllm`. */
-export function cacheDir(): string {
-  const env = process.env;
-  if (env.XDG_CACHE_HOME) return join(env.XDG_CACHE_HOME, "dotllm");
-  if (process.platform === "win32" && env.LOCALAPPDATA) return join(env.LOCALAPPDATA, "dotllm");
-  return join(homedir(), ".cache", "dotllm");
-}
+export { cacheDir, libraryFileName };
 
 /** The places the library is looked for, in order. */
 export function libraryCandidates(): string[] {
@@ -40,8 +28,16 @@ export function libraryCandidates(): string[] {
   return candidates;
 }
 
-/** The first candidate that exists; throws naming every place looked at otherwise. */
+/**
+ * The library to load: `DOTLLM_LIB` if set; else the library embedded in a
+ * single executable (installed into the cache); else the first candidate that
+ * exists. Throws naming every place looked at.
+ */
 export function locateLibrary(): string {
+  if (!process.env.DOTLLM_LIB) {
+    const embedded = embeddedLibrary();
+    if (embedded !== undefined) return installLibrary(embedded);
+  }
   const candidates = libraryCandidates();
   for (const path of candidates) if (existsSync(path)) return path;
   const where = candidates.map((p) => `"${p}"`).join(", ");
