@@ -38,6 +38,8 @@ pub fn build(b: *std.Build) void {
     });
     b.installArtifact(lib);
 
+    addReleaseStep(b);
+
     const test_module = b.createModule(.{
         .root_source_file = b.path("ffi/lib.zig"),
         .target = target,
@@ -48,4 +50,67 @@ pub fn build(b: *std.Build) void {
     const run_tests = b.addRunArtifact(tests);
     const test_step = b.step("test", "Run the Zig unit tests");
     test_step.dependOn(&run_tests.step);
+}
+
+/// One library build that ships: its file name tells the locator what it is for.
+const ReleaseTarget = struct {
+    /// `<os>-<arch>[-<variant>]`, as `src/native/paths.ts` computes it.
+    name: []const u8,
+    query: std.Target.Query,
+};
+
+const release_targets = [_]ReleaseTarget{
+    .{ .name = "linux-x86_64", .query = x86Query(.linux, .gnu, &std.Target.x86.cpu.x86_64_v3, &.{}) },
+    .{ .name = "linux-x86_64-avx512", .query = x86Query(.linux, .gnu, &std.Target.x86.cpu.x86_64_v4, &.{.avx512vnni}) },
+    .{ .name = "linux-aarch64", .query = .{ .cpu_arch = .aarch64, .os_tag = .linux, .abi = .gnu } },
+    .{ .name = "macos-aarch64", .query = .{ .cpu_arch = .aarch64, .os_tag = .macos } },
+    .{ .name = "macos-x86_64", .query = x86Query(.macos, .none, &std.Target.x86.cpu.x86_64_v3, &.{}) },
+    .{ .name = "windows-x86_64", .query = x86Query(.windows, .gnu, &std.Target.x86.cpu.x86_64_v3, &.{}) },
+    .{ .name = "windows-x86_64-avx512", .query = x86Query(.windows, .gnu, &std.Target.x86.cpu.x86_64_v4, &.{.avx512vnni}) },
+};
+
+fn x86Query(
+    os: std.Target.Os.Tag,
+    abi: std.Target.Abi,
+    model: *const std.Target.Cpu.Model,
+    extra: []const std.Target.x86.Feature,
+) std.Target.Query {
+    return .{
+        .cpu_arch = .x86_64,
+        .os_tag = os,
+        .abi = abi,
+        .cpu_model = .{ .explicit = model },
+        .cpu_features_add = std.Target.x86.featureSet(extra),
+    };
+}
+
+/// `zig build release`: every shipped library, ReleaseFast, into zig-out/release/
+/// as `libdotllm-<name>.so` / `.dylib` or `dotllm-<name>.dll`.
+fn addReleaseStep(b: *std.Build) void {
+    const step = b.step("release", "Build the shipped libraries for every OS and CPU into zig-out/release");
+    const platform = b.option(
+        []const u8,
+        "platform",
+        "Only the release libraries of this <os>-<arch> (e.g. linux-x86_64)",
+    );
+    for (release_targets) |release| {
+        if (platform) |p| if (!std.mem.startsWith(u8, release.name, p)) continue;
+        const target = b.resolveTargetQuery(release.query);
+        const lib = b.addLibrary(.{
+            .linkage = .dynamic,
+            .name = b.fmt("dotllm-{s}", .{release.name}),
+            .root_module = b.createModule(.{
+                .root_source_file = b.path("ffi/lib.zig"),
+                .target = target,
+                .optimize = .ReleaseFast,
+                .link_libc = true,
+            }),
+        });
+        const install = b.addInstallArtifact(lib, .{
+            .dest_dir = .{ .override = .{ .custom = "release" } },
+            .implib_dir = .disabled,
+            .pdb_dir = .disabled,
+        });
+        step.dependOn(&install.step);
+    }
 }

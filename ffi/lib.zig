@@ -4,11 +4,12 @@
 //! (as addresses) and integer counts only, and never allocates on a hot path.
 const std = @import("std");
 
+pub const cpu = @import("cpu.zig");
 pub const mem = @import("mem.zig");
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 1;
+pub const abi_version: u32 = 2;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -16,6 +17,7 @@ export fn dotllm_abi_version() u32 {
 
 comptime {
     // Reference every module so that its exports are compiled into the library.
+    _ = cpu;
     _ = mem;
 }
 

@@ -48,6 +48,10 @@ export fn dotllm_map_file(path: [*]const u8, path_len: usize, out: *[2]u64) i32 
 /// Unmaps a mapping made by `dotllm_map_file`.
 export fn dotllm_unmap_file(address: usize, size_bytes: usize) void {
     if (address == 0 or size_bytes == 0) return;
+    if (builtin.os.tag == .windows) {
+        _ = windows_mapping.UnmapViewOfFile(@ptrFromInt(address));
+        return;
+    }
     const ptr: [*]align(std.heap.page_size_min) const u8 = @ptrFromInt(address);
     std.posix.munmap(ptr[0..size_bytes]);
 }
@@ -71,6 +75,7 @@ fn mapFile(path: []const u8) ![]align(std.heap.page_size_min) const u8 {
     if (stat.kind == .directory) return error.IsDir;
     if (stat.size == 0) return &.{};
     if (stat.size > std.math.maxInt(usize)) return error.FileTooBig;
+    if (builtin.os.tag == .windows) return windows_mapping.map(file.handle, @intCast(stat.size));
     return std.posix.mmap(
         null,
         @intCast(stat.size),
@@ -80,6 +85,39 @@ fn mapFile(path: []const u8) ![]align(std.heap.page_size_min) const u8 {
         0,
     );
 }
+
+/// Read-only file mappings on Windows (kernel32's file-mapping API; std has no wrapper).
+const windows_mapping = struct {
+    const windows = std.os.windows;
+    const page_readonly: windows.DWORD = 0x02;
+    const file_map_read: windows.DWORD = 0x04;
+
+    extern "kernel32" fn CreateFileMappingW(
+        file: windows.HANDLE,
+        attributes: ?*anyopaque,
+        protect: windows.DWORD,
+        size_high: windows.DWORD,
+        size_low: windows.DWORD,
+        name: ?windows.LPCWSTR,
+    ) callconv(.winapi) ?windows.HANDLE;
+    extern "kernel32" fn MapViewOfFile(
+        mapping: windows.HANDLE,
+        access: windows.DWORD,
+        offset_high: windows.DWORD,
+        offset_low: windows.DWORD,
+        size_bytes: usize,
+    ) callconv(.winapi) ?*anyopaque;
+    extern "kernel32" fn UnmapViewOfFile(address: *const anyopaque) callconv(.winapi) windows.BOOL;
+
+    fn map(file: windows.HANDLE, size_bytes: usize) ![]align(std.heap.page_size_min) const u8 {
+        const mapping = CreateFileMappingW(file, null, page_readonly, 0, 0, null) orelse return error.Unexpected;
+        // The view keeps the mapping alive; the handle can go.
+        defer windows.CloseHandle(mapping);
+        const view = MapViewOfFile(mapping, file_map_read, 0, 0, 0) orelse return error.Unexpected;
+        const bytes: [*]align(std.heap.page_size_min) const u8 = @ptrCast(@alignCast(view));
+        return bytes[0..size_bytes];
+    }
+};
 
 test "alloc returns zeroed, aligned memory and refuses 0 bytes" {
     const address = dotllm_alloc(1000);

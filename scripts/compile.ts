@@ -10,15 +10,28 @@
  *
  * @module
  */
+import { existsSync } from "node:fs";
 import process from "node:process";
-import { libraryFileName } from "../src/native/paths.ts";
+import { platformName, releaseFileName } from "../src/native/paths.ts";
 
-const library = `zig-out/lib/${libraryFileName()}`;
 const runtime = process.argv[2] ?? "deno";
 const output = process.argv[3] ?? (runtime === "bun" ? "dist/dotllm" : "dist/dotllm-deno");
 
+// The portable release builds of this OS/CPU (baseline and, on x86-64, AVX-512),
+// never the checkout's native build: the executable must run on other machines.
+const platform = platformName();
+const zig = await new Deno.Command("zig", {
+  args: ["build", "release", `-Dplatform=${platform}`],
+  stdout: "inherit",
+  stderr: "inherit",
+}).output();
+if (zig.code !== 0) process.exit(1);
+const libraries = [platform, `${platform}-avx512`]
+  .map((name) => `zig-out/release/${releaseFileName(name)}`)
+  .filter((path) => existsSync(path));
+
 const command = runtime === "bun"
-  ? ["bun", "build", "--compile", "--minify", "cli.ts", library, "--outfile", output]
+  ? ["bun", "build", "--compile", "--minify", "cli.ts", ...libraries, "--outfile", output]
   : [
     "deno",
     "compile",
@@ -27,8 +40,7 @@ const command = runtime === "bun"
     "--allow-env",
     "--allow-write",
     "--allow-net",
-    "--include",
-    library,
+    ...libraries.flatMap((path) => ["--include", path]),
     "--output",
     output,
     "cli.ts",

@@ -9,13 +9,13 @@ Deno.test("installLibrary writes once, reuses, and repairs a corrupt copy", () =
   const dir = mkdtempSync(join(tmpdir(), "dotllm-cache-"));
   try {
     const bytes = readFileSync(loadNative().path);
-    const path = installLibrary(bytes, dir);
+    const path = installLibrary(bytes, "libdotllm.so", dir);
     assert.equal(sha256Hex(readFileSync(path)), sha256Hex(bytes));
     const firstWrite = statSync(path).mtimeMs;
-    assert.equal(installLibrary(bytes, dir), path);
+    assert.equal(installLibrary(bytes, "libdotllm.so", dir), path);
     assert.equal(statSync(path).mtimeMs, firstWrite, "a good copy is reused, not rewritten");
     writeFileSync(path, "corrupt");
-    assert.equal(installLibrary(bytes, dir), path);
+    assert.equal(installLibrary(bytes, "libdotllm.so", dir), path);
     assert.equal(sha256Hex(readFileSync(path)), sha256Hex(bytes));
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -30,7 +30,7 @@ Deno.test("installLibrary is safe when several processes install at once", async
       import { installLibrary } from ${
       JSON.stringify(new URL("../src/native/embedded.ts", import.meta.url).href)
     };
-      console.log(installLibrary(readFileSync(Deno.args[0]), Deno.args[1]));`;
+      console.log(installLibrary(readFileSync(Deno.args[0]), "libdotllm.so", Deno.args[1]));`;
     const runs = Array.from({ length: 4 }, () =>
       new Deno.Command(Deno.execPath(), {
         args: ["eval", script, loadNative().path, dir],

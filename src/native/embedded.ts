@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
-import { cacheDir, libraryFileName } from "./paths.ts";
+import { cacheDir, libraryFileName, platformName, releaseFileName } from "./paths.ts";
 import { VERSION } from "../version.ts";
 
 interface RuntimeGlobals {
@@ -16,23 +16,36 @@ interface RuntimeGlobals {
   Deno?: { build?: { standalone?: boolean } };
 }
 
-const libraryPattern = /^(lib)?dotllm(-[a-z0-9]+)?\.(so|dylib|dll)$/;
+// Bun names an embedded file `<stem>-<8 char hash>.<ext>`.
+const bunEmbeddedName = /^((?:lib)?dotllm(?:-[a-z0-9_]+)*?)-[a-z0-9]{8}\.(so|dylib|dll)$/;
 
-/** The embedded library's bytes, or undefined when not running as a single executable. */
-export function embeddedLibrary(): Uint8Array | undefined {
+/**
+ * The libraries embedded in a single executable, by their file name
+ * (`libdotllm.so`, `libdotllm-linux-x86_64-avx512.so`, ...); empty when not
+ * running as a single executable.
+ */
+export function embeddedLibraries(): Map<string, Uint8Array> {
+  const found = new Map<string, Uint8Array>();
   const g = globalThis as RuntimeGlobals;
-  const bunFiles = g.Bun?.embeddedFiles ?? [];
-  const bunLibrary = bunFiles.find((f) => f.name !== undefined && libraryPattern.test(f.name));
-  if (bunLibrary?.name !== undefined) {
-    const root = process.platform === "win32" ? "B:\\~BUN\\root\\" : "/$bunfs/root/";
-    return readFileSync(root + bunLibrary.name);
+  const root = process.platform === "win32" ? "B:\\~BUN\\root\\" : "/$bunfs/root/";
+  for (const file of g.Bun?.embeddedFiles ?? []) {
+    const match = file.name === undefined ? null : bunEmbeddedName.exec(file.name);
+    if (match !== null) found.set(`${match[1]}.${match[2]}`, readFileSync(root + file.name));
   }
   if (g.Deno?.build?.standalone) {
-    // `deno compile --include zig-out/lib/<lib>` keeps the checkout's relative path.
-    const url = new URL(`../../zig-out/lib/${libraryFileName()}`, import.meta.url);
-    if (existsSync(url)) return readFileSync(url);
+    // `deno compile --include zig-out/...` keeps the checkout's relative paths.
+    const platform = platformName();
+    const names = [
+      `lib/${libraryFileName()}`,
+      `release/${releaseFileName(platform)}`,
+      `release/${releaseFileName(`${platform}-avx512`)}`,
+    ];
+    for (const name of names) {
+      const url = new URL(`../../zig-out/${name}`, import.meta.url);
+      if (existsSync(url)) found.set(name.slice(name.indexOf("/") + 1), readFileSync(url));
+    }
   }
-  return undefined;
+  return found;
 }
 
 /** The hex sha256 of `bytes`. */
@@ -41,15 +54,19 @@ export function sha256Hex(bytes: Uint8Array): string {
 }
 
 /**
- * Writes `bytes` to `<cache>/<version>/<sha256 prefix>/<library file name>`
+ * Writes `bytes` to `<cache>/<version>/<sha256 prefix>/<fileName>`
  * unless a file with the same sha256 is already there, and returns its path.
  * Safe when several processes install at once: each writes its own temporary
  * file and renames it into place atomically.
  */
-export function installLibrary(bytes: Uint8Array, dir: string = cacheDir()): string {
+export function installLibrary(
+  bytes: Uint8Array,
+  fileName: string = libraryFileName(),
+  dir: string = cacheDir(),
+): string {
   const sha = sha256Hex(bytes);
   const folder = join(dir, VERSION, sha.slice(0, 16));
-  const path = join(folder, libraryFileName());
+  const path = join(folder, fileName);
   if (existsSync(path) && sha256Hex(readFileSync(path)) === sha) return path;
   mkdirSync(folder, { recursive: true });
   const temporary = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;

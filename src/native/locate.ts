@@ -1,6 +1,11 @@
 /**
- * Finds the native library: `DOTLLM_LIB` → the checkout's `zig-out/lib` →
- * the per-user cache folder.
+ * Finds the native library: `DOTLLM_LIB` → the library embedded in a single
+ * executable → the checkout's `zig-out/lib` → the release builds in
+ * `zig-out/release` → the per-user cache folder.
+ *
+ * Release builds come in a baseline flavour (x86-64-v3 on x86-64) and, where
+ * it pays, an AVX-512 flavour; {@linkcode LibraryChoice} names both and the
+ * loader picks by a CPU check (`DOTLLM_CPU=baseline` forces the baseline).
  *
  * @module
  */
@@ -9,40 +14,87 @@ import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { VERSION } from "../version.ts";
-import { embeddedLibrary, installLibrary } from "./embedded.ts";
-import { cacheDir, libraryFileName } from "./paths.ts";
+import { embeddedLibraries, installLibrary } from "./embedded.ts";
+import { cacheDir, libraryFileName, platformName, releaseFileName } from "./paths.ts";
 
-export { cacheDir, libraryFileName };
+export { cacheDir, libraryFileName, platformName, releaseFileName };
 
-/** The places the library is looked for, in order. */
+/** The library to load, and an AVX-512 build to prefer when the CPU has AVX-512. */
+export interface LibraryChoice {
+  readonly path: string;
+  readonly avx512Path?: string;
+}
+
+function checkoutRoot(): string | undefined {
+  const root = new URL("../../", import.meta.url);
+  return root.protocol === "file:" ? fileURLToPath(root) : undefined;
+}
+
+/** The release pair in `dir`, if its baseline build exists. */
+function releasePair(dir: string): LibraryChoice | undefined {
+  const platform = platformName();
+  const path = join(dir, releaseFileName(platform));
+  if (!existsSync(path)) return undefined;
+  const avx512Path = join(dir, releaseFileName(`${platform}-avx512`));
+  return existsSync(avx512Path) ? { path, avx512Path } : { path };
+}
+
+/** Installs the embedded libraries into the cache; undefined when nothing is embedded. */
+function fromEmbedded(): LibraryChoice | undefined {
+  const embedded = embeddedLibraries();
+  if (embedded.size === 0) return undefined;
+  const native = embedded.get(libraryFileName());
+  if (native !== undefined) return { path: installLibrary(native, libraryFileName()) };
+  const platform = platformName();
+  const baseline = embedded.get(releaseFileName(platform));
+  if (baseline === undefined) {
+    throw new Error(
+      `this executable has no native library for ${platform} ` +
+        `(it has ${[...embedded.keys()].join(", ")})`,
+    );
+  }
+  const avx512 = embedded.get(releaseFileName(`${platform}-avx512`));
+  const path = installLibrary(baseline, releaseFileName(platform));
+  return avx512 === undefined
+    ? { path }
+    : { path, avx512Path: installLibrary(avx512, releaseFileName(`${platform}-avx512`)) };
+}
+
+/** The places looked at, in order, for messages. */
 export function libraryCandidates(): string[] {
   const override = process.env.DOTLLM_LIB;
   if (override) return [override];
-  const name = libraryFileName();
+  const root = checkoutRoot();
   const candidates: string[] = [];
-  const root = new URL("../../", import.meta.url);
-  if (root.protocol === "file:") {
-    candidates.push(join(fileURLToPath(root), "zig-out", "lib", name));
+  if (root !== undefined) {
+    candidates.push(join(root, "zig-out", "lib", libraryFileName()));
+    candidates.push(join(root, "zig-out", "release", releaseFileName(platformName())));
   }
-  candidates.push(join(cacheDir(), VERSION, name));
+  candidates.push(join(cacheDir(), VERSION, releaseFileName(platformName())));
   return candidates;
 }
 
-/**
- * The library to load: `DOTLLM_LIB` if set; else the library embedded in a
- * single executable (installed into the cache); else the first candidate that
- * exists. Throws naming every place looked at.
- */
-export function locateLibrary(): string {
-  if (!process.env.DOTLLM_LIB) {
-    const embedded = embeddedLibrary();
-    if (embedded !== undefined) return installLibrary(embedded);
+/** The library to load; throws naming every place looked at when there is none. */
+export function locateLibrary(): LibraryChoice {
+  const override = process.env.DOTLLM_LIB;
+  if (override) {
+    if (existsSync(override)) return { path: override };
+    throw new Error(`dotllm native library not found: DOTLLM_LIB="${override}" does not exist`);
   }
-  const candidates = libraryCandidates();
-  for (const path of candidates) if (existsSync(path)) return path;
-  const where = candidates.map((p) => `"${p}"`).join(", ");
-  const hint = process.env.DOTLLM_LIB
-    ? "DOTLLM_LIB names a file that does not exist"
-    : "build it with `zig build` in the checkout (./dotllm does this for you)";
-  throw new Error(`dotllm native library not found (looked at ${where}): ${hint}`);
+  const embedded = fromEmbedded();
+  if (embedded !== undefined) return embedded;
+  const root = checkoutRoot();
+  if (root !== undefined) {
+    const dev = join(root, "zig-out", "lib", libraryFileName());
+    if (existsSync(dev)) return { path: dev };
+    const release = releasePair(join(root, "zig-out", "release"));
+    if (release !== undefined) return release;
+  }
+  const cached = releasePair(join(cacheDir(), VERSION));
+  if (cached !== undefined) return cached;
+  const where = libraryCandidates().map((p) => `"${p}"`).join(", ");
+  throw new Error(
+    `dotllm native library not found (looked at ${where}): ` +
+      "build it with `zig build` in the checkout (./dotllm does this for you)",
+  );
 }

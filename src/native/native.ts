@@ -12,6 +12,7 @@
  *
  * @module
  */
+import process from "node:process";
 import { detectRuntime, type RuntimeAdapter } from "./_adapter.ts";
 import { openBun } from "./_bun.ts";
 import { openDeno } from "./_deno.ts";
@@ -174,10 +175,46 @@ export class Native {
   }
 }
 
+/** Bits of `dotllm_cpu_features` (see `ffi/cpu.zig`). */
+export const CpuFeature = {
+  avx2: 1 << 0,
+  avx512: 1 << 1,
+  avx512vnni: 1 << 2,
+  builtAvx512: 1 << 16,
+} as const;
+
+/**
+ * Whether to load the AVX-512 build: `DOTLLM_CPU=baseline` says no,
+ * `DOTLLM_CPU=avx512` says yes, otherwise the CPU's features decide.
+ */
+function wantAvx512(features: number): boolean {
+  const forced = process.env.DOTLLM_CPU;
+  const has = (features & CpuFeature.avx512) !== 0 && (features & CpuFeature.avx512vnni) !== 0;
+  if (forced === "baseline") return false;
+  if (forced === "avx512") {
+    if (!has) throw new Error("DOTLLM_CPU=avx512, but this CPU has no AVX-512 VNNI");
+    return true;
+  }
+  if (forced !== undefined && forced !== "" && forced !== "auto") {
+    throw new TypeError(`DOTLLM_CPU must be auto, baseline or avx512, not "${forced}"`);
+  }
+  return has;
+}
+
 let loaded: Native | undefined;
 
-/** The process-wide native library, loaded on first use. */
+/**
+ * The process-wide native library, loaded on first use: the baseline build,
+ * or the AVX-512 build where one ships and the CPU can run it.
+ */
 export function loadNative(): Native {
-  loaded ??= new Native(locateLibrary());
-  return loaded;
+  if (loaded !== undefined) return loaded;
+  const choice = locateLibrary();
+  let native = new Native(choice.path);
+  if (choice.avx512Path !== undefined && wantAvx512(native.fn.dotllm_cpu_features())) {
+    native.close();
+    native = new Native(choice.avx512Path);
+  }
+  loaded = native;
+  return native;
 }

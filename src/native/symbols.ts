@@ -29,12 +29,14 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 1;
+export const ABI_VERSION = 2;
 
 /** Every symbol of `ffi/`, by name. Keep in the order of the Zig files. */
 export const symbols = {
   // ffi/lib.zig
   dotllm_abi_version: { args: [], result: "u32" },
+  // ffi/cpu.zig
+  dotllm_cpu_features: { args: [], result: "u32" },
   // ffi/mem.zig
   dotllm_alloc: { args: ["usize"], result: "ptr" },
   dotllm_free: { args: ["ptr", "usize"], result: "void" },
