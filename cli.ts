@@ -13,6 +13,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
+import { prepareLibrary } from "./src/native/locate.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
@@ -58,6 +59,7 @@ export async function main(args: string[]): Promise<number> {
     } catch (error) {
       throw new UsageError(error instanceof Error ? error.message : String(error));
     }
+    await prepareLibrary();
     return await command.run(parsed.values, parsed.positionals);
   } catch (error) {
     if (isBrokenPipe(error)) return 0;

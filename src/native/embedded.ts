@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import process from "node:process";
 import { cacheDir, libraryFileName, platformName, releaseFileName } from "./paths.ts";
 import { VERSION } from "../version.ts";
@@ -65,10 +65,15 @@ export function installLibrary(
   dir: string = cacheDir(),
 ): string {
   const sha = sha256Hex(bytes);
-  const folder = join(dir, VERSION, sha.slice(0, 16));
-  const path = join(folder, fileName);
+  const path = join(dir, VERSION, sha.slice(0, 16), fileName);
   if (existsSync(path) && sha256Hex(readFileSync(path)) === sha) return path;
-  mkdirSync(folder, { recursive: true });
+  return installLibraryAt(bytes, path);
+}
+
+/** Writes `bytes` to `path` atomically (temporary file, then rename) and checks it. */
+export function installLibraryAt(bytes: Uint8Array, path: string): string {
+  const sha = sha256Hex(bytes);
+  mkdirSync(dirname(path), { recursive: true });
   const temporary = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
   try {
     writeFileSync(temporary, bytes, { mode: 0o755 });

@@ -16,6 +16,7 @@ import { fileURLToPath } from "node:url";
 import { VERSION } from "../version.ts";
 import { embeddedLibraries, installLibrary } from "./embedded.ts";
 import { cacheDir, libraryFileName, platformName, releaseFileName } from "./paths.ts";
+import { fetchRemoteLibrary, remoteRoot } from "./remote.ts";
 
 export { cacheDir, libraryFileName, platformName, releaseFileName };
 
@@ -74,12 +75,31 @@ export function libraryCandidates(): string[] {
   return candidates;
 }
 
+let prepared: LibraryChoice | undefined;
+
+/**
+ * Makes the library available where finding it needs I/O that cannot be
+ * synchronous: a package loaded over http(s) fetches its library into the
+ * cache. A no-op otherwise. `cli.ts` awaits this before any command.
+ */
+export async function prepareLibrary(): Promise<void> {
+  if (process.env.DOTLLM_LIB || prepared !== undefined) return;
+  const root = remoteRoot();
+  if (root !== undefined) prepared = await fetchRemoteLibrary(root);
+}
+
 /** The library to load; throws naming every place looked at when there is none. */
 export function locateLibrary(): LibraryChoice {
   const override = process.env.DOTLLM_LIB;
   if (override) {
     if (existsSync(override)) return { path: override };
     throw new Error(`dotllm native library not found: DOTLLM_LIB="${override}" does not exist`);
+  }
+  if (prepared !== undefined) return prepared;
+  if (remoteRoot() !== undefined) {
+    throw new Error(
+      "dotllm loaded over http(s): await prepareLibrary() before loading the library",
+    );
   }
   const embedded = fromEmbedded();
   if (embedded !== undefined) return embedded;

@@ -7,6 +7,7 @@ export {
   libraryFileName,
   locateLibrary,
   platformName,
+  prepareLibrary,
   releaseFileName,
 } from "./locate.ts";
 export { ABI_VERSION, symbols } from "./symbols.ts";
