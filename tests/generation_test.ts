@@ -4,7 +4,8 @@ import { LlamaModel } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
 import { golden } from "./model_test.ts";
-import { PieceTokenizer } from "./_piece_tokenizer.ts";
+import { Tokenizer } from "../src/tokenizer/mod.ts";
+import type { GenerationTokenizer } from "../src/generation/mod.ts";
 import { ReferenceKernels } from "./_reference_kernels.ts";
 import { testdata } from "./_testdata.ts";
 
@@ -50,29 +51,44 @@ Deno.test("stop strings: split across chunks, held back, released when not a mat
 const STORIES = testdata("models/stories260K.gguf");
 const [emptyCase, onceCase] = golden("stories260K");
 
+/** The model's tokenizer, with `eog` as its end-of-generation ids when given. */
+function tokenizerOf(model: LlamaModel, eog?: number[]): GenerationTokenizer & Tokenizer {
+  const t = Tokenizer.fromGguf(model.gguf);
+  if (eog) t.isEog = (id: number) => eog.includes(id);
+  return t;
+}
+
+/** What llama-cli prints for `ids`: each piece in turn. */
+function streamText(t: Tokenizer, ids: ArrayLike<number>): string {
+  const d = t.createDecoder();
+  let s = "";
+  for (let i = 0; i < ids.length; i++) s += d.push(ids[i]);
+  return s + d.flush();
+}
+
 function storiesModel(contextSize?: number): LlamaModel {
   return LlamaModel.load(STORIES, { kernels: new ReferenceKernels(loadNative()), contextSize });
 }
 
 Deno.test("generate: greedy stories260K streams llama.cpp's ids and text", async () => {
   using model = storiesModel();
-  const tokenizer = new PieceTokenizer(model.gguf);
-  assert.equal(tokenizer.decode(onceCase.generated_ids), onceCase.generated_text);
+  const tokenizer = tokenizerOf(model);
+  assert.equal(streamText(tokenizer, onceCase.generated_ids), onceCase.generated_text);
   let streamed = "";
   const result = await generate(model, tokenizer, new Sampler(512, { temperature: 0 }, 1), {
-    prompt: onceCase.prompt_ids,
+    prompt: onceCase.prompt,
     maxTokens: 64,
     onText: (t) => (streamed += t),
   });
   assert.deepEqual(Array.from(result.tokens), onceCase.generated_ids.slice(0, 64));
   assert.equal(result.finishReason, "length");
-  assert.equal(result.text, tokenizer.decode(onceCase.generated_ids.slice(0, 64)));
+  assert.equal(result.text, streamText(tokenizer, onceCase.generated_ids.slice(0, 64)));
   assert.equal(streamed, result.text);
   assert.equal(result.timings.prefillTokens, 5);
   assert.equal(result.timings.decodeTokens, 63);
   // Empty prompt: BOS alone.
   const empty = await generate(model, tokenizer, new Sampler(512, { temperature: 0 }, 1), {
-    prompt: [],
+    prompt: "",
     maxTokens: 20,
   });
   assert.deepEqual(Array.from(empty.promptTokens), emptyCase.prompt_ids);
@@ -81,9 +97,9 @@ Deno.test("generate: greedy stories260K streams llama.cpp's ids and text", async
 
 Deno.test("generate: a stop string split across tokens ends generation before it", async () => {
   using model = storiesModel();
-  const tokenizer = new PieceTokenizer(model.gguf);
+  const tokenizer = tokenizerOf(model);
   const stop = " named Lily";
-  const pieces = onceCase.generated_ids.map((id) => tokenizer.piece(id));
+  const pieces = onceCase.generated_ids.map((id) => tokenizer.tokenToPiece(id));
   assert.ok(pieces.every((p) => !p.includes(stop)), "the stop string spans several tokens");
   let streamed = "";
   const result = await generate(model, tokenizer, new Sampler(512, { temperature: 0 }, 1), {
@@ -104,14 +120,14 @@ Deno.test("generate: EOG, context full and interrupt end generation with their r
   const eogId = onceCase.generated_ids[3];
   const eog = await generate(
     model,
-    new PieceTokenizer(model.gguf, [eogId]),
+    tokenizerOf(model, [eogId]),
     new Sampler(512, { temperature: 0 }, 1),
     { prompt: onceCase.prompt_ids, maxTokens: 50 },
   );
   assert.equal(eog.finishReason, "stop");
   assert.deepEqual(Array.from(eog.tokens), onceCase.generated_ids.slice(0, 3));
 
-  const tokenizer = new PieceTokenizer(model.gguf);
+  const tokenizer = tokenizerOf(model);
   // 5 prompt tokens in a context of 8: positions 5, 6, 7 take generated tokens, a 4th is sampled.
   const full = await generate(model, tokenizer, new Sampler(512, { temperature: 0 }, 1), {
     prompt: onceCase.prompt_ids,
@@ -135,7 +151,7 @@ Deno.test("generate: EOG, context full and interrupt end generation with their r
 
 Deno.test("generate: the same seed gives the same sampled tokens", async () => {
   using model = storiesModel();
-  const tokenizer = new PieceTokenizer(model.gguf);
+  const tokenizer = tokenizerOf(model);
   const run = async (seed: number) =>
     Array.from(
       (await generate(model, tokenizer, new Sampler(512, { temperature: 1 }, seed), {

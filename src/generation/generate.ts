@@ -21,7 +21,7 @@ export interface GenerationTokenizer {
   createDecoder(): { push(id: number): string; flush(): string };
   /** True for end-of-generation tokens (EOS, EOT, `<|im_end|>`, ...). */
   isEog(id: number): boolean;
-  /** The BOS id, if the vocabulary has one. */
+  /** The BOS id; undefined or negative when the vocabulary has none. */
   readonly bos?: number;
 }
 
@@ -87,7 +87,8 @@ export function promptTokens(
   let ids = typeof prompt === "string"
     ? Int32Array.from(tokenizer.encode(prompt, { addSpecial: true, parseSpecial: true }))
     : Int32Array.from(prompt);
-  if (ids.length === 0 && tokenizer.bos !== undefined) ids = Int32Array.of(tokenizer.bos);
+  const bos = tokenizer.bos ?? -1;
+  if (ids.length === 0 && bos >= 0) ids = Int32Array.of(bos);
   if (ids.length === 0) throw new RangeError("the prompt is empty and the model has no BOS token");
   if (ids.length > model.contextSize) {
     throw new RangeError(
