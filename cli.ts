@@ -13,10 +13,12 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
+import { tokenizeCommand } from "./src/cli/tokenize.ts";
+import { detokenizeCommand } from "./src/cli/detokenize.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
-const commands: readonly Command[] = [];
+const commands: readonly Command[] = [tokenizeCommand, detokenizeCommand];
 
 function helpText(): string {
   const width = Math.max(0, ...commands.map((c) => c.name.length));
