@@ -6,7 +6,7 @@ import { Sampler } from "../src/sampler/mod.ts";
 import { golden } from "./model_test.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import type { GenerationTokenizer } from "../src/generation/mod.ts";
-import { ReferenceKernels } from "./_reference_kernels.ts";
+import { ReferenceKernels } from "../src/model/reference_kernels.ts";
 import { testdata } from "./_testdata.ts";
 
 function collect(stops: string[], chunks: string[]) {

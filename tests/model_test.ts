@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { parseGguf } from "../src/gguf/reader.ts";
 import { LlamaModel, ModelError, readLlamaConfig } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
-import { ReferenceKernels } from "./_reference_kernels.ts";
+import { ReferenceKernels } from "../src/model/reference_kernels.ts";
 import { testdata } from "./_testdata.ts";
 
 const STORIES = testdata("models/stories260K.gguf");

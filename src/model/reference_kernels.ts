@@ -1,12 +1,13 @@
 /**
  * A plain TypeScript implementation of the model's kernel interface, written
  * from the definitions (no SIMD, no threads, float64 sums): the reference the
- * forward pass is checked against, independently of the Zig kernels.
+ * forward pass is checked against, independently of the Zig kernels. Slow
+ * (it allocates views per call); for tests and cross-checks, not for serving.
  *
  * @module
  */
-import type { ModelKernels } from "../src/model/kernels.ts";
-import type { Native } from "../src/native/native.ts";
+import type { ModelKernels } from "./kernels.ts";
+import type { Native } from "../native/native.ts";
 
 function halfToFloat(h: number): number {
   const s = h & 0x8000 ? -1 : 1;
