@@ -5,3 +5,6 @@
  */
 export * from "./src/native/mod.ts";
 export { VERSION } from "./src/version.ts";
+export * from "./src/model/mod.ts";
+export * from "./src/sampler/mod.ts";
+export * from "./src/generation/mod.ts";
