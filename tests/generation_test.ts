@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
 import { generate, StopMatcher } from "../src/generation/mod.ts";
 import { LlamaModel } from "../src/model/mod.ts";
-import { loadNative } from "../src/native/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
-import { golden } from "./model_test.ts";
+import { golden } from "./_golden.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import type { GenerationTokenizer } from "../src/generation/mod.ts";
-import { ReferenceKernels } from "../src/model/reference_kernels.ts";
+import { Kernels } from "../src/kernels/mod.ts";
 import { testdata } from "./_testdata.ts";
 
 function collect(stops: string[], chunks: string[]) {
@@ -67,7 +66,10 @@ function streamText(t: Tokenizer, ids: ArrayLike<number>): string {
 }
 
 function storiesModel(contextSize?: number): LlamaModel {
-  return LlamaModel.load(STORIES, { kernels: new ReferenceKernels(loadNative()), contextSize });
+  return LlamaModel.load(STORIES, {
+    kernels: (native, threads) => new Kernels(native, threads),
+    contextSize,
+  });
 }
 
 Deno.test("generate: greedy stories260K streams llama.cpp's ids and text", async () => {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { GgmlType } from "../src/gguf/types.ts";
 import { LlamaModel, type ModelKernels, type ModelOptions } from "../src/model/mod.ts";
+import { Kernels } from "../src/kernels/mod.ts";
 import { ReferenceKernels } from "../src/model/reference_kernels.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { syntheticModel } from "./_synthetic.ts";
@@ -67,4 +68,25 @@ Deno.test("synthetic model: tied output, rope_freqs, batch size and cache type",
   const f16 = logitsOf({ type: GgmlType.F32 }, ref, { cacheType: "f16" });
   const d = maxDiff(whole, f16);
   assert.ok(d > 0 && d < 5e-3, `an F16 cache rounds a little (${d})`);
+});
+
+Deno.test("synthetic model: Zig kernels match the reference per type, bit-identical at 1..3 threads", () => {
+  // Q8_0 quantizes the activations too (as ggml does), hence its looser bound.
+  const bounds: Record<number, number> = {
+    [GgmlType.F32]: 1e-4,
+    [GgmlType.F16]: 1e-4,
+    [GgmlType.BF16]: 1e-4,
+    [GgmlType.Q8_0]: 0.05,
+  };
+  for (const type of [GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q8_0]) {
+    const expected = logitsOf({ type }, ref, { cacheType: "f32" });
+    const byThreads = [1, 2, 3].map((threads) => {
+      using kernels = new Kernels(native, threads);
+      return logitsOf({ type }, kernels, { cacheType: "f32", batchSize: 4 });
+    });
+    const d = maxDiff(byThreads[0], expected);
+    assert.ok(d < bounds[type], `type ${type}: max logit difference ${d}`);
+    assert.deepEqual(byThreads[1], byThreads[0], `type ${type}: 2 threads = 1 thread`);
+    assert.deepEqual(byThreads[2], byThreads[0], `type ${type}: 3 threads = 1 thread`);
+  }
 });
