@@ -46,7 +46,8 @@ pub fn build(b: *std.Build) void {
         .optimize = b.option(std.builtin.OptimizeMode, "test-optimize", "Optimization for tests (default Debug)") orelse .Debug,
         .link_libc = true,
     });
-    const tests = b.addTest(.{ .root_module = test_module });
+    // LLVM: the kernels' inline assembly (vpdpbusd) needs its assembler.
+    const tests = b.addTest(.{ .root_module = test_module, .use_llvm = true });
     const run_tests = b.addRunArtifact(tests);
     const test_step = b.step("test", "Run the Zig unit tests");
     test_step.dependOn(&run_tests.step);

@@ -12,12 +12,15 @@
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { type Command, UsageError } from "./src/cli/command.ts";
+import { runCommand } from "./src/cli/run.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { prepareLibrary } from "./src/native/locate.ts";
+import { tokenizeCommand } from "./src/cli/tokenize.ts";
+import { detokenizeCommand } from "./src/cli/detokenize.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
-const commands: readonly Command[] = [];
+const commands: readonly Command[] = [runCommand, tokenizeCommand, detokenizeCommand];
 
 function helpText(): string {
   const width = Math.max(0, ...commands.map((c) => c.name.length));
@@ -33,6 +36,28 @@ function helpText(): string {
     "Run `dotllm <command> --help` for a command's options.",
     "",
   ].join("\n");
+}
+
+/**
+ * Joins a string option and a following negative number (`-n -1`) into
+ * `--n-predict=-1`, which `parseArgs` would otherwise reject as ambiguous.
+ */
+function joinNegativeValues(args: string[], options: Command["options"]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    const next = args[i + 1];
+    const name = Object.keys(options).find((key) =>
+      options[key].type === "string" && (arg === `--${key}` || arg === `-${options[key].short}`)
+    );
+    if (name !== undefined && next !== undefined && /^-(\d|\.\d)/.test(next)) {
+      out.push(`--${name}=${next}`);
+      i++;
+    } else {
+      out.push(arg);
+    }
+  }
+  return out;
 }
 
 /** Runs the CLI on `args`; resolves to the exit code. */
@@ -55,9 +80,11 @@ export async function main(args: string[]): Promise<number> {
     }
     let parsed;
     try {
-      parsed = parseArgs({ args: rest, options: command.options, allowPositionals: true });
+      const args = joinNegativeValues(rest, command.options);
+      parsed = parseArgs({ args, options: command.options, allowPositionals: true });
     } catch (error) {
-      throw new UsageError(error instanceof Error ? error.message : String(error));
+      const message = error instanceof Error ? error.message : String(error);
+      throw new UsageError(message.split("\n")[0]);
     }
     await prepareLibrary();
     return await command.run(parsed.values, parsed.positionals);

@@ -4,4 +4,8 @@
  * @module
  */
 export * from "./src/native/mod.ts";
+export * from "./src/kernels/mod.ts";
 export { VERSION } from "./src/version.ts";
+export * from "./src/model/mod.ts";
+export * from "./src/sampler/mod.ts";
+export * from "./src/generation/mod.ts";

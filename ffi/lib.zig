@@ -6,10 +6,20 @@ const std = @import("std");
 
 pub const cpu = @import("cpu.zig");
 pub const mem = @import("mem.zig");
+pub const pool = @import("pool.zig");
+pub const simd = @import("simd.zig");
+pub const quant = @import("quant.zig");
+pub const matmul = @import("matmul.zig");
+pub const kernels = @import("kernels.zig");
+pub const attention = @import("attention.zig");
+
+/// Panics on a pool worker are reported to the dispatching caller instead of
+/// aborting (see `pool.zig`); anywhere else this is Zig's default handler.
+pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 2;
+pub const abi_version: u32 = 3;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -19,6 +29,11 @@ comptime {
     // Reference every module so that its exports are compiled into the library.
     _ = cpu;
     _ = mem;
+    _ = pool;
+    _ = quant;
+    _ = matmul;
+    _ = kernels;
+    _ = attention;
 }
 
 test {

@@ -1,0 +1,79 @@
+/**
+ * Decode-loop memory: JS heap and RSS growth over 1,000 generated tokens
+ * (expected ≈ 0: the loop reuses every buffer), and RSS against the model's
+ * own accounting (mapped weights + KV cache + scratch).
+ *
+ *   deno task bench:decode [MODEL.gguf] [-t THREADS]
+ *
+ * @module
+ */
+import process from "node:process";
+import { parseArgs } from "node:util";
+import { loadRunTokenizer, runKernels } from "../src/cli/_run_deps.ts";
+import { generate } from "../src/generation/mod.ts";
+import { LlamaModel } from "../src/model/mod.ts";
+import { Sampler } from "../src/sampler/mod.ts";
+
+const { values, positionals } = parseArgs({
+  args: process.argv.slice(2),
+  options: { threads: { type: "string", short: "t" }, tokens: { type: "string", short: "n" } },
+  allowPositionals: true,
+});
+const path = positionals[0] ??
+  new URL("../../shared/testdata/models/stories260K.gguf", import.meta.url).pathname;
+const tokens = Number(values.tokens ?? 1000);
+const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
+
+const rssStart = process.memoryUsage().rss;
+const model = LlamaModel.load(path, {
+  threads: Number(values.threads ?? 0),
+  kernels: runKernels,
+  contextSize: tokens + 64,
+});
+const tokenizer = loadRunTokenizer(model.gguf);
+const options = { prompt: "Once upon a time", maxTokens: tokens, collectText: false };
+
+// Warm up (JIT, page-in of the weights), then measure a second, identical run.
+await generate(model, tokenizer, new Sampler(model.config.vocabSize, { temperature: 0 }, 1), {
+  ...options,
+  maxTokens: 64,
+});
+const sampler = new Sampler(model.config.vocabSize, { temperature: 0 }, 1);
+gc();
+const before = process.memoryUsage();
+const result = await generate(model, tokenizer, sampler, options);
+const after = process.memoryUsage();
+gc();
+const afterGc = process.memoryUsage();
+
+const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
+const mib = (n: number) => `${(n / (1 << 20)).toFixed(1)} MiB`;
+const n = result.tokens.length;
+const m = model.memory;
+console.log(`model ${path}, ${model.threadCount} threads, ${n} tokens decoded`);
+console.log(
+  `decode: ${(n / (result.timings.decodeMs + result.timings.samplingMs) * 1000).toFixed(1)} tok/s`,
+);
+console.table({
+  "JS heap growth (no GC)": {
+    total: kib(after.heapUsed - before.heapUsed),
+    "per token": `${((after.heapUsed - before.heapUsed) / n).toFixed(1)} B`,
+  },
+  "JS heap growth (after GC)": {
+    total: kib(afterGc.heapUsed - before.heapUsed),
+    "per token": `${((afterGc.heapUsed - before.heapUsed) / n).toFixed(1)} B`,
+  },
+  "RSS growth": {
+    total: kib(after.rss - before.rss),
+    "per token": `${((after.rss - before.rss) / n).toFixed(1)} B`,
+  },
+});
+console.table({
+  "weights (mapped)": mib(m.weightsBytes),
+  "KV cache": mib(m.kvCacheBytes),
+  scratch: mib(m.scratchBytes),
+  "sum": mib(m.weightsBytes + m.kvCacheBytes + m.scratchBytes),
+  "RSS growth since start": mib(after.rss - rssStart),
+  "RSS": mib(after.rss),
+});
+model.close();

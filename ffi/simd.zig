@@ -1,0 +1,79 @@
+//! SIMD building blocks shared by the kernels: the f32 vector width of the target,
+//! unaligned vector loads with conversion, a deterministic horizontal sum, and the
+//! CPU features chosen at compile time.
+const std = @import("std");
+const builtin = @import("builtin");
+
+const x86 = std.Target.x86;
+
+/// True when the target has AVX-512 VNNI with 256-bit forms (`vpdpbusd ymm`).
+pub const has_avx512vnni = builtin.cpu.arch == .x86_64 and
+    x86.featureSetHas(builtin.cpu.features, .avx512vnni) and
+    x86.featureSetHas(builtin.cpu.features, .avx512vl);
+
+/// True when the target has AVX-VNNI (the VEX-encoded `vpdpbusd`, e.g. Alder Lake).
+pub const has_avxvnni = builtin.cpu.arch == .x86_64 and
+    x86.featureSetHas(builtin.cpu.features, .avxvnni);
+
+/// f32 lanes per vector: 16 with AVX-512, 8 with AVX2, 4 otherwise.
+pub const f32_lanes: comptime_int = std.simd.suggestVectorLength(f32) orelse 4;
+
+pub const F32x = @Vector(f32_lanes, f32);
+
+/// Loads `lanes` elements of type `T` from `ptr` (no alignment needed) as f32.
+/// T is f32, f16 or u16 (bf16 bits).
+pub inline fn loadAsF32(comptime T: type, comptime lanes: comptime_int, ptr: [*]align(1) const T) @Vector(lanes, f32) {
+    const raw: @Vector(lanes, T) = @as(*align(1) const [lanes]T, @ptrCast(ptr)).*;
+    return switch (T) {
+        f32 => raw,
+        f16 => @floatCast(raw),
+        u16 => @bitCast(@as(@Vector(lanes, u32), raw) << @splat(16)),
+        else => @compileError("loadAsF32: unsupported type " ++ @typeName(T)),
+    };
+}
+
+/// Converts one element of type T (f32, f16, u16 = bf16 bits) to f32.
+pub inline fn toF32(comptime T: type, value: T) f32 {
+    return switch (T) {
+        f32 => value,
+        f16 => value,
+        u16 => @bitCast(@as(u32, value) << 16),
+        else => @compileError("toF32: unsupported type " ++ @typeName(T)),
+    };
+}
+
+pub inline fn storeF32(comptime lanes: comptime_int, ptr: [*]align(1) f32, value: @Vector(lanes, f32)) void {
+    @as(*align(1) [lanes]f32, @ptrCast(ptr)).* = value;
+}
+
+/// Sums the lanes of `v` by halving (a fixed tree, so the result never depends on
+/// the caller's code path).
+pub inline fn hsum(comptime lanes: comptime_int, comptime T: type, v: @Vector(lanes, T)) T {
+    if (lanes == 1) return v[0];
+    const half = lanes / 2;
+    const lo_mask = comptime std.simd.iota(i32, half);
+    const hi_mask = comptime lo_mask + @as(@Vector(half, i32), @splat(half));
+    const lo = @shuffle(T, v, undefined, lo_mask);
+    const hi = @shuffle(T, v, undefined, hi_mask);
+    return hsum(half, T, lo + hi);
+}
+
+/// Largest lane of `v`.
+pub inline fn hmax(comptime lanes: comptime_int, v: @Vector(lanes, f32)) f32 {
+    return @reduce(.Max, v);
+}
+
+test "hsum adds every lane" {
+    const v: @Vector(16, f32) = .{ 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+    try std.testing.expectEqual(@as(f32, 136), hsum(16, f32, v));
+    const w: @Vector(8, i32) = .{ 1, -2, 3, -4, 5, -6, 7, -8 };
+    try std.testing.expectEqual(@as(i32, -4), hsum(8, i32, w));
+}
+
+test "loadAsF32 converts f16 and bf16" {
+    const h = [_]f16{ 1, -2, 0.5, 3 };
+    const b = [_]u16{ 0x3f80, 0xc000, 0x3f00, 0x4040 };
+    const expected: @Vector(4, f32) = .{ 1, -2, 0.5, 3 };
+    try std.testing.expectEqual(expected, loadAsF32(f16, 4, &h));
+    try std.testing.expectEqual(expected, loadAsF32(u16, 4, &b));
+}

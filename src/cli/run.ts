@@ -1,0 +1,337 @@
+/**
+ * `dotllm run MODEL`: generate text from a prompt. stdout carries only the
+ * generated text (streamed; `--json`: one object); the summary goes to stderr.
+ *
+ * @module
+ */
+import { readFileSync } from "node:fs";
+import process from "node:process";
+import { isatty } from "node:tty";
+import { GgufError } from "../gguf/reader.ts";
+import { generate, type GenerationResult } from "../generation/mod.ts";
+import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
+import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
+import { type Command, type OptionValues, UsageError } from "./command.ts";
+import { writeStderr, writeStdout } from "./io.ts";
+import { loadRunTokenizer, runKernels } from "./_run_deps.ts";
+
+const usage = `Usage: dotllm run MODEL [options]
+
+Generates text from a prompt with a Llama-family GGUF model. The generated text
+is streamed to stdout; a summary (model, sampling, timings, memory) to stderr.
+Without -p/-f the prompt is read from stdin (when stdin is not a terminal).
+
+Options:
+  -p, --prompt TEXT        the prompt
+  -f, --file FILE          read the prompt from FILE (one trailing newline dropped)
+  -n, --n-predict N        tokens to generate; -1 = until end of text or context full (default -1)
+  -t, --threads N          threads; 0 = every CPU (default 0)
+      --temp T             temperature; 0 = greedy (default 0.8)
+      --top-k K            keep the K most likely tokens; 0 = all (default 40)
+      --top-p P            nucleus sampling; 1 = off (default 0.95)
+      --min-p P            drop tokens below P × the best one's probability (default 0.05)
+      --repeat-penalty R   penalise recent tokens; 1 = off (default 1.0)
+      --repeat-last-n N    tokens the penalties look back over (default 64)
+      --presence-penalty P subtract P from recent tokens' logits (default 0)
+      --frequency-penalty P subtract count × P (default 0)
+  -s, --seed S             random seed, 0 to 4294967295; -1 = random (default), printed in the summary
+  -c, --ctx-size N         context length (default min(model's, 4096))
+  -b, --batch-size N       prompt tokens per batch (default 512)
+      --cache-type T       KV cache type, f16 or f32 (default f16)
+      --stop S             stop before the string S (repeatable)
+      --echo               print the prompt before the generated text
+      --json               print one JSON object instead of streamed text
+  -q, --quiet              no summary on stderr
+  -h, --help               this help
+`;
+
+interface RunArgs {
+  model: string;
+  prompt: string;
+  nPredict: number;
+  threads: number;
+  sampling: SamplerParams;
+  seed: number;
+  contextSize?: number;
+  batchSize: number;
+  cacheType: CacheType;
+  stop: string[];
+  echo: boolean;
+  json: boolean;
+  quiet: boolean;
+}
+
+function str(values: OptionValues, name: string): string | undefined {
+  const v = values[name];
+  if (Array.isArray(v)) return String(v[v.length - 1]);
+  return typeof v === "string" ? v : undefined;
+}
+
+function number(
+  values: OptionValues,
+  flag: string,
+  fallback: number,
+  { integer = false, min = -Infinity, max = Infinity } = {},
+): number {
+  const text = str(values, flag);
+  if (text === undefined) return fallback;
+  const value = text.trim() === "" ? NaN : Number(text);
+  const what = integer ? "an integer" : "a number";
+  if (!Number.isFinite(value) || (integer && !Number.isInteger(value))) {
+    throw new UsageError(`--${flag} must be ${what}, got "${text}"`);
+  }
+  if (value < min || value > max) {
+    const range = max === Infinity ? `>= ${min}` : `in [${min}, ${max}]`;
+    throw new UsageError(`--${flag} must be ${what} ${range}, got ${text}`);
+  }
+  return value;
+}
+
+/** Drops one trailing newline, as llama.cpp does for `-f`. */
+function chompNewline(text: string): string {
+  if (text.endsWith("\r\n")) return text.slice(0, -2);
+  return text.endsWith("\n") ? text.slice(0, -1) : text;
+}
+
+function readPrompt(values: OptionValues): string {
+  const prompt = str(values, "prompt");
+  const file = str(values, "file");
+  if (prompt !== undefined && file !== undefined) {
+    throw new UsageError("give the prompt with -p or -f, not both");
+  }
+  if (prompt !== undefined) return prompt;
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      throw new Error(`cannot read prompt file "${file}"${code ? `: ${code}` : ""}`);
+    }
+    return chompNewline(text);
+  }
+  if (isatty(0)) throw new UsageError("no prompt: give -p TEXT, -f FILE, or pipe it on stdin");
+  return chompNewline(readFileSync(0, "utf8"));
+}
+
+function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
+  if (positionals.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
+  if (positionals.length > 1) {
+    throw new UsageError(`unexpected argument "${positionals[1]}" (quote the prompt after -p)`);
+  }
+  const d = DEFAULT_SAMPLER_PARAMS;
+  const cacheType = str(values, "cache-type") ?? "f16";
+  if (cacheType !== "f16" && cacheType !== "f32") {
+    throw new UsageError(`--cache-type must be f16 or f32, got "${cacheType}"`);
+  }
+  const ctx = number(values, "ctx-size", 0, { integer: true, min: 1, max: 1 << 24 });
+  const seed = number(values, "seed", -1, { integer: true, min: -1, max: 0xffffffff });
+  const stop = values.stop === undefined ? [] : (values.stop as string[]).map(String);
+  if (stop.some((s) => s.length === 0)) throw new UsageError("--stop needs a non-empty string");
+  const args: RunArgs = {
+    model: positionals[0],
+    prompt: "",
+    nPredict: number(values, "n-predict", -1, { integer: true, min: -1 }),
+    threads: number(values, "threads", 0, { integer: true, min: 0, max: 1024 }),
+    sampling: {
+      temperature: number(values, "temp", d.temperature),
+      topK: number(values, "top-k", d.topK, { integer: true, min: 0 }),
+      topP: number(values, "top-p", d.topP, { min: 0, max: 1 }),
+      minP: number(values, "min-p", d.minP, { min: 0, max: 1 }),
+      repeatPenalty: number(values, "repeat-penalty", d.repeatPenalty, { min: 0 }),
+      repeatLastN: number(values, "repeat-last-n", d.repeatLastN, { integer: true, min: 0 }),
+      presencePenalty: number(values, "presence-penalty", d.presencePenalty),
+      frequencyPenalty: number(values, "frequency-penalty", d.frequencyPenalty),
+    },
+    seed: seed === -1 ? randomSeed() : seed,
+    contextSize: ctx === 0 ? undefined : ctx,
+    batchSize: number(values, "batch-size", 512, { integer: true, min: 1, max: 1 << 16 }),
+    cacheType,
+    stop,
+    echo: values.echo === true,
+    json: values.json === true,
+    quiet: values.quiet === true,
+  };
+  if (args.sampling.repeatPenalty === 0) {
+    throw new UsageError("--repeat-penalty must be > 0, got 0");
+  }
+  args.prompt = readPrompt(values);
+  return args;
+}
+
+function loadModel(args: RunArgs): LlamaModel {
+  try {
+    return LlamaModel.load(args.model, {
+      contextSize: args.contextSize,
+      batchSize: args.batchSize,
+      cacheType: args.cacheType,
+      threads: args.threads,
+      kernels: runKernels,
+    });
+  } catch (error) {
+    if (error instanceof GgufError || error instanceof ModelError) {
+      throw new Error(`"${args.model}": ${error.message}`);
+    }
+    throw error;
+  }
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / (1 << 20)).toFixed(1)} MiB`;
+}
+
+function row(label: string, ms: number, tokens?: number): string {
+  const cells = [label.padEnd(12), `${ms.toFixed(2)} ms`.padStart(12)];
+  if (tokens !== undefined) {
+    cells.push(String(tokens).padStart(8));
+    cells.push((tokens > 0 ? (ms / tokens).toFixed(2) : "-").padStart(10));
+    cells.push((ms > 0 ? (tokens / ms * 1000).toFixed(1) : "-").padStart(10));
+  }
+  return cells.join("") + "\n";
+}
+
+function samplingLine(args: RunArgs): string {
+  const s = args.sampling;
+  if (s.temperature <= 0) {
+    const penalty = s.repeatPenalty !== 1 ? `, repeat-penalty ${s.repeatPenalty}` : "";
+    return `sampling: greedy${penalty}\n`;
+  }
+  return `sampling: temp ${s.temperature}, top-k ${s.topK}, top-p ${s.topP}, min-p ${s.minP}, ` +
+    `repeat-penalty ${s.repeatPenalty} (last ${s.repeatLastN}), seed ${args.seed}\n`;
+}
+
+interface Summary {
+  model: LlamaModel;
+  args: RunArgs;
+  result: GenerationResult;
+  loadMs: number;
+  totalMs: number;
+}
+
+function summaryText({ model, args, result, loadMs, totalMs }: Summary): string {
+  const c = model.config;
+  const t = result.timings;
+  const m = model.memory;
+  return "\n" +
+    `model: ${c.architecture} "${c.name}", ${c.blockCount} layers, embedding ${c.embeddingLength}, ` +
+    `vocab ${c.vocabSize}, ${model.weights.typeName}, ${model.threadCount} threads, ` +
+    `context ${model.contextSize}\n` +
+    samplingLine(args) +
+    `${"".padEnd(12)}${"time".padStart(12)}${"tokens".padStart(8)}${"ms/token".padStart(10)}` +
+    `${"tok/s".padStart(10)}\n` +
+    row("Load", loadMs) +
+    row("Prompt eval", t.prefillMs, t.prefillTokens) +
+    row("Generation", t.decodeMs + t.samplingMs, result.tokens.length) +
+    row("Total", totalMs) +
+    `memory: weights ${mib(m.weightsBytes)} mapped, KV cache ${mib(m.kvCacheBytes)} ` +
+    `(${model.cacheType}), scratch ${mib(m.scratchBytes)}\n`;
+}
+
+function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
+  const t = result.timings;
+  const perSecond = (n: number, ms: number) => (ms > 0 ? n / ms * 1000 : null);
+  const generationMs = t.decodeMs + t.samplingMs;
+  return JSON.stringify({
+    text: result.text,
+    tokens: Array.from(result.tokens),
+    finish_reason: result.finishReason,
+    usage: {
+      prompt_tokens: result.promptTokens.length,
+      completion_tokens: result.tokens.length,
+      total_tokens: result.promptTokens.length + result.tokens.length,
+    },
+    timings: {
+      load_ms: loadMs,
+      prefill_ms: t.prefillMs,
+      prefill_tokens_per_second: perSecond(t.prefillTokens, t.prefillMs),
+      decode_ms: t.decodeMs,
+      sampling_ms: t.samplingMs,
+      decode_tokens_per_second: perSecond(result.tokens.length, generationMs),
+      total_ms: totalMs,
+    },
+    memory: {
+      weights_bytes: model.memory.weightsBytes,
+      kv_cache_bytes: model.memory.kvCacheBytes,
+      scratch_bytes: model.memory.scratchBytes,
+    },
+    seed: args.seed,
+    threads: model.threadCount,
+  }) + "\n";
+}
+
+async function run(values: OptionValues, positionals: string[]): Promise<number> {
+  const start = performance.now();
+  const args = parseRunArgs(values, positionals);
+  const model = loadModel(args);
+  try {
+    const tokenizer = loadRunTokenizer(model.gguf);
+    const sampler = new Sampler(model.config.vocabSize, args.sampling, args.seed);
+    const loadMs = performance.now() - start;
+
+    let interrupted = false;
+    const onInterrupt = () => {
+      interrupted = true;
+    };
+    process.on("SIGINT", onInterrupt);
+    let result: GenerationResult;
+    try {
+      if (args.echo && !args.json) writeStdout(args.prompt);
+      result = await generate(model, tokenizer, sampler, {
+        prompt: args.prompt,
+        maxTokens: args.nPredict,
+        stop: args.stop,
+        onText: args.json ? undefined : writeStdout,
+        collectText: args.json,
+        shouldStop: () => interrupted,
+      });
+    } finally {
+      process.off("SIGINT", onInterrupt);
+    }
+    const summary = { model, args, result, loadMs, totalMs: performance.now() - start };
+    if (args.json) {
+      writeStdout(jsonText(summary));
+    }
+    if (!args.quiet) {
+      if (result.finishReason === "context") {
+        writeStderr(
+          `\ndotllm: note: the context of ${model.contextSize} tokens is full; ` +
+            "generation stopped (raise -c/--ctx-size)\n",
+        );
+      }
+      writeStderr(summaryText(summary));
+    }
+    return result.finishReason === "interrupted" ? 130 : 0;
+  } finally {
+    model.close();
+  }
+}
+
+/** The `run` command. */
+export const runCommand: Command = {
+  name: "run",
+  summary: "generate text from a prompt with a Llama-family GGUF model",
+  usage,
+  options: {
+    prompt: { type: "string", short: "p" },
+    file: { type: "string", short: "f" },
+    "n-predict": { type: "string", short: "n" },
+    threads: { type: "string", short: "t" },
+    temp: { type: "string" },
+    "top-k": { type: "string" },
+    "top-p": { type: "string" },
+    "min-p": { type: "string" },
+    "repeat-penalty": { type: "string" },
+    "repeat-last-n": { type: "string" },
+    "presence-penalty": { type: "string" },
+    "frequency-penalty": { type: "string" },
+    seed: { type: "string", short: "s" },
+    "ctx-size": { type: "string", short: "c" },
+    "batch-size": { type: "string", short: "b" },
+    "cache-type": { type: "string" },
+    stop: { type: "string", multiple: true },
+    echo: { type: "boolean" },
+    json: { type: "boolean" },
+    quiet: { type: "boolean", short: "q" },
+  },
+  run,
+};

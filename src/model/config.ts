@@ -1,0 +1,176 @@
+/**
+ * The hyper-parameters of a Llama-family model, read from a GGUF file's
+ * `<arch>.*` metadata keys and checked for consistency.
+ *
+ * @module
+ */
+import type { Gguf, GgufValue } from "../gguf/reader.ts";
+
+/** Architectures whose graph is the Llama graph this package runs. */
+export const SUPPORTED_ARCHITECTURES: readonly string[] = ["llama", "mistral"];
+
+/** A model's shape. */
+export interface LlamaConfig {
+  /** `general.architecture`. */
+  readonly architecture: string;
+  /** `general.name` or "" when absent. */
+  readonly name: string;
+  /** Training context length (`<arch>.context_length`). */
+  readonly contextLength: number;
+  /** Model width (`<arch>.embedding_length`). */
+  readonly embeddingLength: number;
+  /** Transformer blocks (`<arch>.block_count`). */
+  readonly blockCount: number;
+  /** FFN hidden width (`<arch>.feed_forward_length`). */
+  readonly feedForwardLength: number;
+  /** Query heads (`<arch>.attention.head_count`). */
+  readonly headCount: number;
+  /** Key/value heads (`<arch>.attention.head_count_kv`, default `headCount`). */
+  readonly headCountKv: number;
+  /** Per-head width (`<arch>.attention.key_length`, default embedding / heads). */
+  readonly headDim: number;
+  /** Rotated dimensions per head (`<arch>.rope.dimension_count`, default `headDim`). */
+  readonly ropeDimensionCount: number;
+  /** RoPE frequency base (`<arch>.rope.freq_base`, default 10000). */
+  readonly ropeFreqBase: number;
+  /** RMSNorm epsilon (`<arch>.attention.layer_norm_rms_epsilon`). */
+  readonly rmsEpsilon: number;
+  /** Vocabulary size (rows of `token_embd.weight`). */
+  readonly vocabSize: number;
+}
+
+/** A model the loader cannot run: a bad or unsupported key, tensor or type. */
+export class ModelError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ModelError";
+  }
+}
+
+/** Upper bounds on every dimension (well above any real Llama). */
+export const CONFIG_LIMITS = {
+  contextLengthMax: 1 << 24,
+  embeddingLengthMax: 1 << 16,
+  blockCountMax: 1024,
+  feedForwardLengthMax: 1 << 18,
+  headCountMax: 1024,
+  headDimMax: 1024,
+  vocabSizeMax: 1 << 22,
+} as const;
+
+function integer(
+  gguf: Gguf,
+  key: string,
+  fallback: number | undefined,
+  min: number,
+  max: number,
+): number {
+  const value: GgufValue | undefined = gguf.metadata.get(key);
+  if (value === undefined) {
+    if (fallback === undefined) throw new ModelError(`missing metadata key "${key}"`);
+    return fallback;
+  }
+  const n = typeof value === "bigint" ? Number(value) : value;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) {
+    throw new ModelError(
+      `metadata key "${key}" must be an integer in [${min}, ${max}], got ${String(value)}`,
+    );
+  }
+  return n;
+}
+
+function float(gguf: Gguf, key: string, fallback: number | undefined, min: number): number {
+  const value = gguf.metadata.get(key);
+  if (value === undefined) {
+    if (fallback === undefined) throw new ModelError(`missing metadata key "${key}"`);
+    return fallback;
+  }
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= min) {
+    throw new ModelError(`metadata key "${key}" must be a number > ${min}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Reads and checks the config; throws {@linkcode ModelError} naming the key at fault. */
+export function readLlamaConfig(gguf: Gguf): LlamaConfig {
+  const architecture = gguf.metadata.get("general.architecture");
+  if (typeof architecture !== "string") {
+    throw new ModelError(`missing metadata key "general.architecture"`);
+  }
+  if (!SUPPORTED_ARCHITECTURES.includes(architecture)) {
+    throw new ModelError(
+      `unsupported architecture "${architecture}" (supported: ${
+        SUPPORTED_ARCHITECTURES.join(", ")
+      })`,
+    );
+  }
+  const a = architecture;
+  const L = CONFIG_LIMITS;
+  const embeddingLength = integer(
+    gguf,
+    `${a}.embedding_length`,
+    undefined,
+    1,
+    L.embeddingLengthMax,
+  );
+  const headCount = integer(gguf, `${a}.attention.head_count`, undefined, 1, L.headCountMax);
+  const headCountKv = integer(gguf, `${a}.attention.head_count_kv`, headCount, 1, headCount);
+  if (headCount % headCountKv !== 0) {
+    throw new ModelError(
+      `"${a}.attention.head_count" ${headCount} is not a multiple of ` +
+        `"${a}.attention.head_count_kv" ${headCountKv}`,
+    );
+  }
+  const defaultHeadDim = embeddingLength % headCount === 0
+    ? embeddingLength / headCount
+    : undefined;
+  const headDim = integer(gguf, `${a}.attention.key_length`, defaultHeadDim, 1, L.headDimMax);
+  const valueLength = integer(gguf, `${a}.attention.value_length`, headDim, 1, L.headDimMax);
+  if (valueLength !== headDim) {
+    throw new ModelError(
+      `"${a}.attention.value_length" ${valueLength} differs from the key length ${headDim}`,
+    );
+  }
+  const ropeDimensionCount = integer(gguf, `${a}.rope.dimension_count`, headDim, 2, headDim);
+  if (ropeDimensionCount % 2 !== 0) {
+    throw new ModelError(`"${a}.rope.dimension_count" must be even, got ${ropeDimensionCount}`);
+  }
+  const scaling = gguf.metadata.get(`${a}.rope.scaling.type`);
+  const scalingFactor = gguf.metadata.get(`${a}.rope.scaling.factor`);
+  if (
+    scaling !== undefined && scaling !== "none" &&
+    !(typeof scalingFactor === "number" && scalingFactor === 1)
+  ) {
+    throw new ModelError(`unsupported RoPE scaling "${String(scaling)}" (${a}.rope.scaling.type)`);
+  }
+  const embd = gguf.tensorsByName.get("token_embd.weight");
+  if (embd === undefined) throw new ModelError(`missing tensor "token_embd.weight"`);
+  const vocabSize = embd.dims[1] ?? 1;
+  if (vocabSize < 1 || vocabSize > L.vocabSizeMax) {
+    throw new ModelError(
+      `"token_embd.weight" has ${vocabSize} rows, outside [1, ${L.vocabSizeMax}]`,
+    );
+  }
+  const name = gguf.metadata.get("general.name");
+  return {
+    architecture,
+    name: typeof name === "string" ? name : "",
+    contextLength: integer(gguf, `${a}.context_length`, undefined, 1, L.contextLengthMax),
+    embeddingLength,
+    blockCount: integer(gguf, `${a}.block_count`, undefined, 1, L.blockCountMax),
+    feedForwardLength: integer(
+      gguf,
+      `${a}.feed_forward_length`,
+      undefined,
+      1,
+      L.feedForwardLengthMax,
+    ),
+    headCount,
+    headCountKv,
+    headDim,
+    ropeDimensionCount,
+    ropeFreqBase: float(gguf, `${a}.rope.freq_base`, 10000, 0),
+    rmsEpsilon: float(gguf, `${a}.attention.layer_norm_rms_epsilon`, undefined, 0),
+    vocabSize,
+  };
+}

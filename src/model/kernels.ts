@@ -1,0 +1,83 @@
+/**
+ * The kernel operations the forward pass calls, as an interface: the Zig
+ * `Kernels` of `src/kernels/` implements it, and tests can pass another
+ * implementation (e.g. a scalar reference) to cross-check the model.
+ *
+ * Every pointer is a native address; every count is an integer.
+ *
+ * @module
+ */
+
+/** KV cache element type: 0 = F32, 1 = F16. */
+export type CacheTypeId = 0 | 1;
+
+/** The operations of one forward pass. */
+export interface ModelKernels {
+  /** Threads the kernels run on. */
+  readonly threadCount: number;
+  /** Reserves scratch (e.g. quantized activations) for up to `maxTokens × maxCols`. */
+  reserve?(maxTokens: number, maxCols: number): void;
+  /** `out[t][r] = Σ_c W[r][c]·x[t][c]`; `W` is `rows × cols` of ggml type `type`. */
+  matmul(
+    type: number,
+    out: number,
+    weight: number,
+    x: number,
+    rows: number,
+    cols: number,
+    tokens: number,
+  ): void;
+  /** `out[t] = x[t] / rms(x[t]) · weight`, rows of `n`. */
+  rmsnorm(out: number, x: number, weight: number, n: number, tokens: number, eps: number): void;
+  /** Rotates `x [tokens][heads][headDim]` in place for positions `posStart...`. */
+  rope(
+    x: number,
+    tokens: number,
+    heads: number,
+    headDim: number,
+    ropeDims: number,
+    posStart: number,
+    freqBase: number,
+    freqFactors: number,
+    neox: boolean,
+  ): void;
+  /** Copies `src [tokens][kvDim]` (F32) into `cache` rows `pos...`. */
+  storeKv(
+    cacheType: number,
+    cache: number,
+    src: number,
+    pos: number,
+    tokens: number,
+    kvDim: number,
+  ): void;
+  /** Causal attention of `q [tokens][heads·headDim]` over cache rows `[0, posStart + tokens)`. */
+  attention(
+    cacheType: number,
+    out: number,
+    q: number,
+    kCache: number,
+    vCache: number,
+    tokens: number,
+    posStart: number,
+    heads: number,
+    kvHeads: number,
+    headDim: number,
+    scale: number,
+  ): void;
+  /** `out = silu(gate) · up`, `n` elements. */
+  swiglu(out: number, gate: number, up: number, n: number): void;
+  /** `out = a + b`, `n` elements. */
+  add(out: number, a: number, b: number, n: number): void;
+  /** Copies rows `ids[i]` (i32) of `table` into `out` as F32. */
+  getRows(
+    type: number,
+    out: number,
+    table: number,
+    ids: number,
+    count: number,
+    rowLength: number,
+    rowCount: number,
+  ): void;
+  /** Releases threads and scratch. */
+  close(): void;
+}

@@ -1,0 +1,213 @@
+/**
+ * A plain TypeScript implementation of the model's kernel interface, written
+ * from the definitions (no SIMD, no threads, float64 sums): the reference the
+ * forward pass is checked against, independently of the Zig kernels. Slow
+ * (it allocates views per call); for tests and cross-checks, not for serving.
+ *
+ * @module
+ */
+import type { ModelKernels } from "./kernels.ts";
+import type { Native } from "../native/native.ts";
+
+function halfToFloat(h: number): number {
+  const s = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 0x1f;
+  const m = h & 0x3ff;
+  if (e === 0) return s * m * 2 ** -24;
+  if (e === 31) return m ? NaN : s * Infinity;
+  return s * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+/** The reference kernels over native memory. */
+export class ReferenceKernels implements ModelKernels {
+  readonly threadCount = 1;
+  #native: Native;
+
+  constructor(native: Native) {
+    this.#native = native;
+  }
+
+  #f32(address: number, n: number): Float32Array {
+    return new Float32Array(this.#native.view(address, n * 4));
+  }
+
+  /** Row `r` of a `rows × cols` weight of ggml type `type`, as floats. */
+  #row(type: number, weight: number, r: number, cols: number): Float32Array {
+    const out = new Float32Array(cols);
+    if (type === 0) return this.#f32(weight + r * cols * 4, cols);
+    if (type === 1 || type === 30) {
+      const u16 = new Uint16Array(this.#native.view(weight + r * cols * 2, cols * 2));
+      for (let c = 0; c < cols; c++) {
+        out[c] = type === 1
+          ? halfToFloat(u16[c])
+          : new Float32Array(new Uint32Array([u16[c] << 16]).buffer)[0];
+      }
+      return out;
+    }
+    if (type === 8) {
+      const blocks = cols / 32;
+      const bytes = new Uint8Array(this.#native.view(weight + r * blocks * 34, blocks * 34));
+      const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      for (let b = 0; b < blocks; b++) {
+        const d = halfToFloat(dv.getUint16(b * 34, true));
+        for (let i = 0; i < 32; i++) out[b * 32 + i] = d * dv.getInt8(b * 34 + 2 + i);
+      }
+      return out;
+    }
+    throw new Error(`reference matmul: type ${type}`);
+  }
+
+  matmul(
+    type: number,
+    out: number,
+    weight: number,
+    x: number,
+    rows: number,
+    cols: number,
+    tokens: number,
+  ) {
+    const o = this.#f32(out, rows * tokens);
+    const xs = this.#f32(x, cols * tokens);
+    for (let r = 0; r < rows; r++) {
+      const w = this.#row(type, weight, r, cols);
+      for (let t = 0; t < tokens; t++) {
+        let sum = 0;
+        for (let c = 0; c < cols; c++) sum += w[c] * xs[t * cols + c];
+        o[t * rows + r] = sum;
+      }
+    }
+  }
+
+  rmsnorm(out: number, x: number, weight: number, n: number, tokens: number, eps: number) {
+    const o = this.#f32(out, n * tokens);
+    const xs = this.#f32(x, n * tokens);
+    const w = this.#f32(weight, n);
+    for (let t = 0; t < tokens; t++) {
+      let ss = 0;
+      for (let i = 0; i < n; i++) ss += xs[t * n + i] ** 2;
+      const scale = 1 / Math.sqrt(ss / n + eps);
+      for (let i = 0; i < n; i++) o[t * n + i] = xs[t * n + i] * scale * w[i];
+    }
+  }
+
+  rope(
+    x: number,
+    tokens: number,
+    heads: number,
+    headDim: number,
+    ropeDims: number,
+    posStart: number,
+    freqBase: number,
+    freqFactors: number,
+    neox: boolean,
+  ) {
+    if (neox) throw new Error("reference rope: neox not implemented");
+    const xs = this.#f32(x, tokens * heads * headDim);
+    const factors = freqFactors ? this.#f32(freqFactors, ropeDims / 2) : undefined;
+    for (let t = 0; t < tokens; t++) {
+      const p = posStart + t;
+      for (let h = 0; h < heads; h++) {
+        const base = (t * heads + h) * headDim;
+        for (let i = 0; i < ropeDims / 2; i++) {
+          const theta = p * freqBase ** (-2 * i / ropeDims) / (factors ? factors[i] : 1);
+          const cos = Math.cos(theta), sin = Math.sin(theta);
+          const a = xs[base + 2 * i], b = xs[base + 2 * i + 1];
+          xs[base + 2 * i] = a * cos - b * sin;
+          xs[base + 2 * i + 1] = a * sin + b * cos;
+        }
+      }
+    }
+  }
+
+  storeKv(
+    cacheType: number,
+    cache: number,
+    src: number,
+    pos: number,
+    tokens: number,
+    kvDim: number,
+  ) {
+    const s = this.#f32(src, tokens * kvDim);
+    if (cacheType === 0) {
+      this.#f32(cache + pos * kvDim * 4, tokens * kvDim).set(s);
+    } else {
+      new Float16Array(this.#native.view(cache + pos * kvDim * 2, tokens * kvDim * 2)).set(s);
+    }
+  }
+
+  attention(
+    cacheType: number,
+    out: number,
+    q: number,
+    kCache: number,
+    vCache: number,
+    tokens: number,
+    posStart: number,
+    heads: number,
+    kvHeads: number,
+    headDim: number,
+    scale: number,
+  ) {
+    const kvDim = kvHeads * headDim;
+    const n = posStart + tokens;
+    const view = (a: number) =>
+      cacheType === 0
+        ? this.#f32(a, n * kvDim)
+        : new Float16Array(this.#native.view(a, n * kvDim * 2));
+    const K = view(kCache), V = view(vCache);
+    const qs = this.#f32(q, tokens * heads * headDim);
+    const o = this.#f32(out, tokens * heads * headDim);
+    const group = heads / kvHeads;
+    for (let t = 0; t < tokens; t++) {
+      const seen = posStart + t + 1;
+      for (let h = 0; h < heads; h++) {
+        const kh = Math.floor(h / group);
+        const qo = (t * heads + h) * headDim;
+        const scores = new Float64Array(seen);
+        let max = -Infinity;
+        for (let j = 0; j < seen; j++) {
+          let dot = 0;
+          for (let d = 0; d < headDim; d++) dot += qs[qo + d] * K[j * kvDim + kh * headDim + d];
+          scores[j] = dot * scale;
+          max = Math.max(max, scores[j]);
+        }
+        let sum = 0;
+        for (let j = 0; j < seen; j++) sum += scores[j] = Math.exp(scores[j] - max);
+        for (let d = 0; d < headDim; d++) {
+          let acc = 0;
+          for (let j = 0; j < seen; j++) acc += scores[j] * V[j * kvDim + kh * headDim + d];
+          o[qo + d] = acc / sum;
+        }
+      }
+    }
+  }
+
+  swiglu(out: number, gate: number, up: number, n: number) {
+    const o = this.#f32(out, n), g = this.#f32(gate, n), u = this.#f32(up, n);
+    for (let i = 0; i < n; i++) o[i] = (g[i] / (1 + Math.exp(-g[i]))) * u[i];
+  }
+
+  add(out: number, a: number, b: number, n: number) {
+    const o = this.#f32(out, n), x = this.#f32(a, n), y = this.#f32(b, n);
+    for (let i = 0; i < n; i++) o[i] = x[i] + y[i];
+  }
+
+  getRows(
+    type: number,
+    out: number,
+    table: number,
+    ids: number,
+    count: number,
+    rowLength: number,
+    rowCount: number,
+  ) {
+    const o = this.#f32(out, count * rowLength);
+    const idv = new Int32Array(this.#native.view(ids, count * 4));
+    for (let i = 0; i < count; i++) {
+      if (idv[i] < 0 || idv[i] >= rowCount) throw new RangeError(`row ${idv[i]}`);
+      o.set(this.#row(type, table, idv[i], rowLength), i * rowLength);
+    }
+  }
+
+  close() {}
+}

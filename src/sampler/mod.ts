@@ -1,0 +1,17 @@
+/** Sampling the next token from logits: penalties, top-k, top-p, min-p, temperature. @module */
+export {
+  applyPenalties,
+  argmax,
+  Candidates,
+  DEFAULT_SAMPLER_PARAMS,
+  draw,
+  minP,
+  resolveSamplerParams,
+  Sampler,
+  softmax,
+  temperature,
+  topK,
+  topP,
+} from "./sampler.ts";
+export type { SamplerParams } from "./sampler.ts";
+export { randomSeed, Rng } from "./rng.ts";

@@ -1,0 +1,89 @@
+/**
+ * SentencePiece-style BPE (`tokenizer.ggml.model = "llama"`): the text, with
+ * spaces escaped to `▁`, starts as one symbol per character; the adjacent
+ * pair whose concatenation is the vocabulary token with the highest score is
+ * merged (leftmost first on ties) until no pair is a token. A character that
+ * is not a token is written as its UTF-8 bytes (`<0xXX>` tokens).
+ *
+ * @module
+ */
+import type { PairHeap } from "./_heap.ts";
+import { utf8 } from "./unicode.ts";
+import { NO_TOKEN, TokenizerError, type Vocab } from "./vocab.ts";
+
+/** The byte-fallback token of each byte: `<0xXX>`, else the one-character token, else unk. */
+export function spmByteTokens(vocab: Vocab): Int32Array {
+  const table = new Int32Array(256);
+  for (let b = 0; b < 256; b++) {
+    const hex = b.toString(16).toUpperCase().padStart(2, "0");
+    table[b] = vocab.tokenToId.get(`<0x${hex}>`) ??
+      (b < 128 ? vocab.tokenToId.get(String.fromCharCode(b)) : undefined) ?? vocab.unk;
+  }
+  return table;
+}
+
+/** Merges one (escaped) text into tokens, appended to `out`. */
+export function spmEncode(
+  vocab: Vocab,
+  byteTokens: Int32Array,
+  heap: PairHeap,
+  text: string,
+  out: number[],
+): void {
+  const n16 = text.length;
+  if (n16 === 0) return;
+  // symbols: one per code point, as UTF-16 ranges
+  const start = new Int32Array(n16);
+  const len = new Int32Array(n16);
+  const prev = new Int32Array(n16);
+  const next = new Int32Array(n16);
+  let n = 0;
+  for (let i = 0; i < n16; n++) {
+    const c = text.charCodeAt(i);
+    const w = c >= 0xd800 && c <= 0xdbff && i + 1 < n16 ? 2 : 1;
+    start[n] = i;
+    len[n] = w;
+    prev[n] = n - 1;
+    next[n] = n + 1;
+    i += w;
+  }
+  next[n - 1] = -1;
+
+  const { tokenToId, scores } = vocab;
+  heap.clear();
+  const tryPair = (left: number, right: number) => {
+    if (left < 0 || right < 0) return;
+    const size = len[left] + len[right];
+    const id = tokenToId.get(text.substr(start[left], size));
+    if (id === undefined) return;
+    heap.push(-scores[id], left, right, size);
+  };
+  for (let i = 1; i < n; i++) tryPair(i - 1, i);
+  while (heap.length > 0) {
+    heap.pop();
+    const left = heap.topLeft, right = heap.topRight;
+    if (len[left] === 0 || len[right] === 0 || len[left] + len[right] !== heap.topSize) continue;
+    len[left] += len[right];
+    len[right] = 0;
+    next[left] = next[right];
+    if (next[right] >= 0) prev[next[right]] = left;
+    tryPair(prev[left], left);
+    tryPair(left, next[left]);
+  }
+
+  for (let i = 0; i !== -1; i = next[i]) {
+    const piece = text.substr(start[i], len[i]);
+    const id = tokenToId.get(piece);
+    if (id !== undefined) {
+      out.push(id);
+      continue;
+    }
+    for (const b of utf8(piece)) {
+      const t = byteTokens[b];
+      if (t === NO_TOKEN) {
+        throw new TokenizerError(`no token for byte 0x${b.toString(16)} and no unknown token`);
+      }
+      out.push(t);
+    }
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * Unicode helpers for the tokenizers: code point classes as llama.cpp sees
+ * them (one general category per code point plus its own whitespace set),
+ * UTF-8 encoding, and GPT-2's byte ↔ printable-character map.
+ *
+ * @module
+ */
+
+/** Class bits of one code point (`cpFlags`). */
+export const CP = {
+  LETTER: 1,
+  NUMBER: 2,
+  PUNCTUATION: 4,
+  MARK: 8,
+  SYMBOL: 16,
+  WHITESPACE: 32,
+} as const;
+
+/**
+ * White_Space code points: llama.cpp's set (Unicode White_Space). Unlike JS
+ * `\s` it holds U+0085 and not U+FEFF.
+ */
+const WHITESPACE: readonly number[] = [
+  0x09,
+  0x0a,
+  0x0b,
+  0x0c,
+  0x0d,
+  0x20,
+  0x85,
+  0xa0,
+  0x1680,
+  0x2000,
+  0x2001,
+  0x2002,
+  0x2003,
+  0x2004,
+  0x2005,
+  0x2006,
+  0x2007,
+  0x2008,
+  0x2009,
+  0x200a,
+  0x2028,
+  0x2029,
+  0x202f,
+  0x205f,
+  0x3000,
+];
+const WHITESPACE_SET = new Set(WHITESPACE);
+
+const COMPUTED = 128;
+const RE_L = /^\p{L}$/u;
+const RE_N = /^\p{N}$/u;
+const RE_P = /^\p{P}$/u;
+const RE_M = /^\p{M}$/u;
+const RE_S = /^\p{S}$/u;
+
+/** Per code point class bits, filled on first use (1.1 MB, shared). */
+let flagsTable: Uint8Array | undefined;
+
+function computeFlags(cp: number): number {
+  let f = 0;
+  if (cp >= 0xd800 && cp <= 0xdfff) return COMPUTED; // surrogates: category Cs
+  const ch = String.fromCodePoint(cp);
+  if (RE_L.test(ch)) f |= CP.LETTER;
+  else if (RE_N.test(ch)) f |= CP.NUMBER;
+  else if (RE_P.test(ch)) f |= CP.PUNCTUATION;
+  else if (RE_M.test(ch)) f |= CP.MARK;
+  else if (RE_S.test(ch)) f |= CP.SYMBOL;
+  if (WHITESPACE_SET.has(cp)) f |= CP.WHITESPACE;
+  return f | COMPUTED;
+}
+
+/** The class bits (`CP`) of code point `cp` (0 outside 0..0x10FFFF). */
+export function cpFlags(cp: number): number {
+  if (cp < 0 || cp > 0x10ffff) return 0;
+  const table = flagsTable ??= new Uint8Array(0x110000);
+  let f = table[cp];
+  if (f === 0) {
+    f = computeFlags(cp);
+    table[cp] = f;
+  }
+  return f & 0x7f;
+}
+
+/** The code points of `text` (lone surrogates become U+FFFD). */
+export function codePoints(text: string): Uint32Array {
+  const out = new Uint32Array(text.length);
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    let c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const d = text.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        i++;
+      } else c = 0xfffd;
+    } else if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
+    out[n++] = c;
+  }
+  return out.subarray(0, n);
+}
+
+/** Replaces lone surrogates with U+FFFD (what encoding to UTF-8 does). */
+export function wellFormed(text: string): string {
+  // deno-lint-ignore no-explicit-any
+  const s = text as any;
+  if (typeof s.toWellFormed === "function") return s.toWellFormed();
+  return String.fromCodePoint(...codePoints(text));
+}
+
+/** Appends the UTF-8 bytes of `cp` to `out` at `at`; returns the new end. */
+export function putUtf8(out: Uint8Array, at: number, cp: number): number {
+  if (cp < 0x80) {
+    out[at++] = cp;
+  } else if (cp < 0x800) {
+    out[at++] = 0xc0 | (cp >> 6);
+    out[at++] = 0x80 | (cp & 0x3f);
+  } else if (cp < 0x10000) {
+    out[at++] = 0xe0 | (cp >> 12);
+    out[at++] = 0x80 | ((cp >> 6) & 0x3f);
+    out[at++] = 0x80 | (cp & 0x3f);
+  } else {
+    out[at++] = 0xf0 | (cp >> 18);
+    out[at++] = 0x80 | ((cp >> 12) & 0x3f);
+    out[at++] = 0x80 | ((cp >> 6) & 0x3f);
+    out[at++] = 0x80 | (cp & 0x3f);
+  }
+  return at;
+}
+
+/** GPT-2's map from a byte to the printable character standing for it. */
+export const BYTE_TO_CHAR: readonly string[] = (() => {
+  const map: string[] = new Array(256);
+  const direct = (b: number) => (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+  let n = 0;
+  for (let b = 0; b < 256; b++) {
+    map[b] = String.fromCharCode(direct(b) ? b : 256 + n++);
+  }
+  return map;
+})();
+
+/** The inverse of `BYTE_TO_CHAR`: char code → byte, or -1. */
+export const CHAR_TO_BYTE: Int16Array = (() => {
+  const inv = new Int16Array(512).fill(-1);
+  BYTE_TO_CHAR.forEach((ch, b) => inv[ch.charCodeAt(0)] = b);
+  return inv;
+})();
+
+const textEncoder = new TextEncoder();
+
+/** UTF-8 bytes of a string. */
+export function utf8(text: string): Uint8Array {
+  return textEncoder.encode(text);
+}

@@ -1,0 +1,40 @@
+/** The llama.cpp golden greedy outputs (`golden/*.greedy.json`) and a checker. @module */
+import { readFileSync } from "node:fs";
+import type { LlamaModel } from "../src/model/mod.ts";
+import { testdata } from "./_testdata.ts";
+
+export interface GoldenCase {
+  prompt: string;
+  prompt_ids: number[];
+  generated_ids: number[];
+  generated_text: string;
+  steps: { top5: { id: number; logit: number }[] }[];
+}
+
+/** The golden cases of `golden/<name>.greedy.json`. */
+export function golden(name: string): GoldenCase[] {
+  return JSON.parse(readFileSync(testdata(`golden/${name}.greedy.json`), "utf8")).cases;
+}
+
+function argmax(x: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
+  return best;
+}
+
+/** Greedy-decodes the golden case; returns the ids and the largest top-5 logit error. */
+export function greedyAgainstGolden(model: LlamaModel, c: GoldenCase) {
+  let logits = model.forward(c.prompt_ids, 0);
+  let pos = c.prompt_ids.length;
+  const ids: number[] = [];
+  let maxError = 0;
+  for (let i = 0; i < c.generated_ids.length; i++) {
+    for (const t of c.steps[i].top5) {
+      maxError = Math.max(maxError, Math.abs(logits[t.id] - t.logit));
+    }
+    // Feed the golden id, so one near-tie cannot derail the rest of the comparison.
+    ids.push(argmax(logits));
+    logits = model.forward([c.generated_ids[i]], pos++);
+  }
+  return { ids, maxError };
+}

@@ -1,0 +1,226 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { parseGguf } from "../src/gguf/reader.ts";
+import { Tokenizer } from "../src/tokenizer/mod.ts";
+import { runCli } from "./_run_cli.ts";
+import { testdata } from "./_testdata.ts";
+
+const STORIES = testdata("models/stories260K.gguf");
+const goldenCases: { prompt: string; generated_ids: number[] }[] = JSON.parse(
+  readFileSync(testdata("golden/stories260K.greedy.json"), "utf8"),
+).cases;
+const tokenizer = Tokenizer.fromGguf(parseGguf(new Uint8Array(readFileSync(STORIES))));
+
+/** What llama-cli prints for the first `n` golden ids: each piece in turn. */
+function expectedText(prompt: string, n: number): string {
+  const c = goldenCases.find((c) => c.prompt === prompt)!;
+  const d = tokenizer.createDecoder();
+  let s = "";
+  for (const id of c.generated_ids.slice(0, n)) s += d.push(id);
+  return s + d.flush();
+}
+
+Deno.test("run: greedy stories260K prints llama.cpp's text, -t 1 and -t 2, -p and stdin", async () => {
+  const expected = expectedText("Once upon a time", 64);
+  for (const threads of ["1", "2"]) {
+    const out = await runCli([
+      "run",
+      STORIES,
+      "-p",
+      "Once upon a time",
+      "-n",
+      "64",
+      "--temp",
+      "0",
+      "-t",
+      threads,
+    ]);
+    assert.equal(out.code, 0, out.stderr);
+    assert.equal(out.stdout, expected, `-t ${threads}`);
+    assert.match(out.stderr, /Prompt eval/);
+    assert.match(out.stderr, /sampling: greedy/);
+  }
+  const piped = await runCli(["run", STORIES, "-n", "64", "--temp", "0", "-q"], {
+    stdin: "Once upon a time\n",
+  });
+  assert.equal(piped.code, 0, piped.stderr);
+  assert.equal(piped.stdout, expected);
+  assert.equal(piped.stderr, "");
+});
+
+Deno.test("run: the empty prompt case, --echo, --json", async () => {
+  const empty = await runCli(["run", STORIES, "-p", "", "-n", "80", "--temp", "0", "-q"]);
+  assert.equal(empty.code, 0, empty.stderr);
+  assert.equal(empty.stdout, expectedText("", 80));
+
+  const echo = await runCli([
+    "run",
+    STORIES,
+    "-p",
+    "Once upon a time",
+    "-n",
+    "8",
+    "--temp",
+    "0",
+    "-q",
+    "--echo",
+  ]);
+  assert.equal(echo.stdout, "Once upon a time" + expectedText("Once upon a time", 8));
+
+  const json = await runCli([
+    "run",
+    STORIES,
+    "-p",
+    "Once upon a time",
+    "-n",
+    "16",
+    "--temp",
+    "0",
+    "--json",
+    "-s",
+    "5",
+  ]);
+  assert.equal(json.code, 0, json.stderr);
+  const o = JSON.parse(json.stdout);
+  assert.equal(o.text, expectedText("Once upon a time", 16));
+  assert.deepEqual(o.tokens, goldenCases[1].generated_ids.slice(0, 16));
+  assert.equal(o.finish_reason, "length");
+  assert.deepEqual(o.usage, { prompt_tokens: 5, completion_tokens: 16, total_tokens: 21 });
+  assert.equal(o.seed, 5);
+  assert.ok(o.timings.prefill_ms > 0 && o.timings.decode_tokens_per_second > 0);
+  assert.ok(o.memory.weights_bytes > 1e6 && o.memory.kv_cache_bytes > 0);
+});
+
+Deno.test("run: seeded sampling repeats, the seed is printed, context full is noted", async () => {
+  const args = ["run", STORIES, "-p", "Once upon a time", "-n", "30", "-s", "1234"];
+  const a = await runCli(args);
+  const b = await runCli([...args, "-t", "1"]);
+  assert.equal(a.code, 0, a.stderr);
+  assert.equal(a.stdout, b.stdout);
+  assert.match(a.stderr, /seed 1234/);
+  const full = await runCli(["run", STORIES, "-p", "Once upon a time", "-c", "12", "--temp", "0"]);
+  assert.equal(full.code, 0, full.stderr);
+  assert.equal(full.stdout, expectedText("Once upon a time", 8));
+  assert.match(full.stderr, /context of 12 tokens is full/);
+  const json = await runCli(["run", STORIES, "-p", "Once", "-c", "12", "--temp", "0", "--json"]);
+  assert.equal(JSON.parse(json.stdout).finish_reason, "context");
+});
+
+Deno.test("run: --stop ends before a stop string split across tokens", async () => {
+  const text = expectedText("Once upon a time", 64);
+  const stop = " named Lily";
+  const out = await runCli([
+    "run",
+    STORIES,
+    "-p",
+    "Once upon a time",
+    "-n",
+    "64",
+    "--temp",
+    "0",
+    "-q",
+    "--stop",
+    "xyz",
+    "--stop",
+    stop,
+  ]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.equal(out.stdout, text.slice(0, text.indexOf(stop)));
+});
+
+Deno.test("run: bad input is one line on stderr, nothing on stdout", async () => {
+  const cases: [string[], number, RegExp][] = [
+    [
+      ["run", "/nonexistent/m.gguf", "-p", "x"],
+      1,
+      /cannot open "\/nonexistent\/m.gguf": no such file/,
+    ],
+    [["run", testdata("README.md"), "-p", "x"], 1, /not a GGUF file/],
+    [
+      ["run", testdata("llama.cpp-vocab/ggml-vocab-falcon.gguf"), "-p", "x"],
+      1,
+      /unsupported architecture "falcon"/,
+    ],
+    [
+      ["run", STORIES, "-p", "Once upon a time", "-c", "4"],
+      1,
+      /prompt is 5 tokens, longer than the context of 4/,
+    ],
+    [["run", STORIES, "-p", "x", "-n", "-5"], 2, /--n-predict must be an integer >= -1, got -5/],
+    [
+      ["run", STORIES, "-p", "x", "-t", "-1"],
+      2,
+      /--threads must be an integer in \[0, 1024\], got -1/,
+    ],
+    [["run", STORIES, "-p", "x", "--temp", "abc"], 2, /--temp must be a number, got "abc"/],
+    [["run", STORIES, "-p", "x", "--bogus"], 2, /Unknown option '--bogus'/],
+    [["run", STORIES, "-p", "x", "--cache-type", "q8"], 2, /--cache-type must be f16 or f32/],
+    [["run"], 2, /missing MODEL/],
+  ];
+  for (const [args, code, message] of cases) {
+    const out = await runCli(args);
+    assert.equal(out.code, code, `${args.join(" ")}: ${out.stderr}`);
+    assert.equal(out.stdout, "", args.join(" "));
+    assert.match(out.stderr, message);
+    assert.equal(out.stderr.trimEnd().split("\n").length, 1, out.stderr);
+  }
+  // -n -1 is valid (until EOG or the context is full).
+  const ok = await runCli(["run", STORIES, "-p", "x", "-n", "-1", "-c", "8", "-q", "--temp", "0"]);
+  assert.equal(ok.code, 0, ok.stderr);
+});
+
+Deno.test("run: a closed pipe ends quietly with exit 0", async () => {
+  const cli = new Deno.Command("bash", {
+    args: [
+      "-c",
+      `set -o pipefail; "$0" run "$1" -p "Once upon a time" -n 500 -c 600 | head -c 20`,
+      "./dotllm",
+      STORIES,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+    cwd: new URL("..", import.meta.url).pathname,
+  });
+  const out = await cli.output();
+  assert.equal(out.code, 0);
+  assert.equal(new TextDecoder().decode(out.stdout).length <= 20, true);
+  assert.equal(new TextDecoder().decode(out.stderr), "");
+});
+
+Deno.test("run: SIGINT stops generation, prints the summary, exits 130", async () => {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("../cli.ts", import.meta.url).pathname,
+      "run",
+      STORIES,
+      "-p",
+      "Once",
+      "-n",
+      "-1",
+      "-s",
+      "3",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const reader = child.stdout.getReader();
+  const first = await reader.read(); // generation has started
+  assert.equal(first.done, false);
+  child.kill("SIGINT");
+  while (!(await reader.read()).done) { /* drain */ }
+  const status = await child.status;
+  const stderr = new TextDecoder().decode(
+    new Uint8Array(await new Response(child.stderr).arrayBuffer()),
+  );
+  assert.equal(status.code, 130, stderr);
+  assert.match(stderr, /Generation/);
+});
+
+Deno.test("run: Bun prints what Deno prints", async () => {
+  const args = ["run", STORIES, "-p", "Once upon a time", "-n", "24", "--temp", "0", "-q"];
+  const [deno, bun] = await Promise.all([runCli(args), runCli(args, { runtime: "bun" })]);
+  assert.equal(bun.code, 0, bun.stderr);
+  assert.equal(bun.stdout, deno.stdout);
+});

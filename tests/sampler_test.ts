@@ -1,0 +1,179 @@
+import assert from "node:assert/strict";
+import {
+  applyPenalties,
+  argmax,
+  Candidates,
+  DEFAULT_SAMPLER_PARAMS,
+  draw,
+  minP,
+  resolveSamplerParams,
+  Rng,
+  Sampler,
+  softmax,
+  temperature,
+  topK,
+  topP,
+} from "../src/sampler/mod.ts";
+
+function candidates(logits: number[]): Candidates {
+  const c = new Candidates(logits.length);
+  c.reset(new Float32Array(logits));
+  return c;
+}
+
+function live(c: Candidates): number[] {
+  return Array.from(c.ids.subarray(0, c.size));
+}
+
+function close(actual: number, expected: number, tolerance = 1e-6): void {
+  assert.ok(Math.abs(actual - expected) <= tolerance, `${actual} != ${expected}`);
+}
+
+Deno.test("defaults are llama.cpp's", () => {
+  assert.deepEqual({ ...DEFAULT_SAMPLER_PARAMS }, {
+    temperature: 0.8,
+    topK: 40,
+    topP: 0.95,
+    minP: 0.05,
+    repeatPenalty: 1,
+    frequencyPenalty: 0,
+    presencePenalty: 0,
+    repeatLastN: 64,
+  });
+  assert.throws(() => resolveSamplerParams({ topP: 2 }), /topP must be in \[0, 1\], got 2/);
+  assert.throws(() => resolveSamplerParams({ temperature: NaN }), /temperature must be a number/);
+  assert.throws(() => resolveSamplerParams({ repeatLastN: -1 }), /repeatLastN/);
+});
+
+Deno.test("penalties: divide positive, multiply negative, subtract count×freq + presence", () => {
+  const c = candidates([2, -1, 3, 0.5]);
+  const counts = new Int32Array(4);
+  // token 0 twice, token 1 once, token 3 never.
+  applyPenalties(c, [0, 1, 0], 3, 2, 0.25, 0.5, counts);
+  close(c.logits[0], 2 / 2 - 2 * 0.25 - 0.5); // 0
+  close(c.logits[1], -1 * 2 - 0.25 - 0.5); // -2.75
+  close(c.logits[2], 3);
+  close(c.logits[3], 0.5);
+  assert.ok(counts.every((n) => n === 0), "scratch counts are left zeroed");
+  // Only the first recentCount entries count.
+  const d = candidates([2, 2]);
+  applyPenalties(d, [0, 1], 1, 2, 0, 0, new Int32Array(2));
+  assert.deepEqual(Array.from(d.logits), [1, 2]);
+});
+
+Deno.test("top-k keeps the k best ids, sorted, ties to the lower id", () => {
+  const logits = [0.1, 5, -2, 5, 3, 7, 3, 0];
+  const c = candidates(logits);
+  topK(c, 4);
+  assert.deepEqual(live(c), [5, 1, 3, 4]);
+  const all = candidates(logits);
+  topK(all, 0);
+  assert.deepEqual(live(all), [5, 1, 3, 4, 6, 0, 7, 2]);
+  // Against a full sort on a bigger random vocabulary.
+  const rng = new Rng(7);
+  const big = Array.from({ length: 5000 }, () => Math.round(rng.nextFloat() * 400) / 10);
+  const expected = big.map((_, i) => i).sort((a, b) => big[b] - big[a] || a - b);
+  const k = candidates(big);
+  topK(k, 40);
+  assert.deepEqual(live(k), expected.slice(0, 40));
+});
+
+Deno.test("softmax, top-p and min-p on a hand-computed distribution", () => {
+  // logits ln(0.5), ln(0.25), ln(0.15), ln(0.1): probabilities 0.5, 0.25, 0.15, 0.1
+  const logits = [0.1, 0.25, 0.5, 0.15].map(Math.log);
+  const c = candidates(logits);
+  softmax(c);
+  assert.deepEqual(live(c), [2, 1, 3, 0]);
+  close(c.probs[2], 0.5);
+  close(c.probs[1], 0.25);
+  close(c.probs[3], 0.15);
+  close(c.probs[0], 0.1);
+
+  const p = candidates(logits);
+  topP(p, 0.75); // 0.5 + 0.25 reaches 0.75
+  assert.deepEqual(live(p), [2, 1]);
+  const p2 = candidates(logits);
+  topP(p2, 0.76);
+  assert.deepEqual(live(p2), [2, 1, 3]);
+  const p3 = candidates(logits);
+  topP(p3, 1);
+  assert.equal(p3.size, 4);
+
+  const m = candidates(logits);
+  minP(m, 0.29); // keeps p >= 0.145
+  assert.deepEqual(live(m), [2, 1, 3]);
+  const m2 = candidates(logits);
+  minP(m2, 0.31);
+  assert.deepEqual(live(m2), [2, 1]);
+});
+
+Deno.test("temperature sharpens and flattens the distribution", () => {
+  const c = candidates([Math.log(0.75), Math.log(0.25)]);
+  temperature(c, 0.5); // p ∝ 0.75², 0.25²
+  softmax(c);
+  close(c.probs[0], 0.9, 1e-6);
+  close(c.probs[1], 0.1, 1e-6);
+  const hot = candidates([Math.log(0.75), Math.log(0.25)]);
+  temperature(hot, 2); // p ∝ √0.75, √0.25
+  softmax(hot);
+  close(hot.probs[0], Math.sqrt(0.75) / (Math.sqrt(0.75) + 0.5), 1e-6);
+});
+
+Deno.test("draw follows the distribution (20,000 seeded draws)", () => {
+  const logits = [0.1, 0.25, 0.5, 0.15].map(Math.log);
+  const rng = new Rng(1234);
+  const counts = [0, 0, 0, 0];
+  const n = 20000;
+  const c = new Candidates(4);
+  for (let i = 0; i < n; i++) {
+    c.reset(new Float32Array(logits));
+    counts[draw(c, rng)]++;
+  }
+  const expected = [0.1, 0.25, 0.5, 0.15];
+  for (let i = 0; i < 4; i++) {
+    // 4 standard deviations of a binomial proportion
+    const sd = Math.sqrt(expected[i] * (1 - expected[i]) / n);
+    close(counts[i] / n, expected[i], 4 * sd);
+  }
+});
+
+Deno.test("greedy: argmax with ties to the lowest id, after penalties", () => {
+  assert.equal(argmax(new Float32Array([1, 3, 3, 2])), 1);
+  const s = new Sampler(4, { temperature: 0, repeatPenalty: 2 }, 0);
+  const logits = new Float32Array([1, 3, 2.5, 2]);
+  assert.equal(s.sample(logits), 1);
+  s.accept(1); // 3 / 2 = 1.5 < 2.5
+  assert.equal(s.sample(logits), 2);
+  assert.deepEqual(Array.from(logits), [1, 3, 2.5, 2], "the caller's logits are not modified");
+});
+
+Deno.test("the penalty window holds the last repeatLastN tokens", () => {
+  const s = new Sampler(3, { temperature: 0, repeatPenalty: 10, repeatLastN: 2 }, 0);
+  const logits = new Float32Array([3, 2, 1]);
+  s.accept(0);
+  s.accept(1);
+  assert.equal(s.sample(logits), 2); // 0 and 1 penalised
+  s.accept(2); // window is now [1, 2]
+  assert.equal(s.sample(logits), 0);
+});
+
+Deno.test("seeded sampling is reproducible and seeds differ", () => {
+  const rng = new Rng(99);
+  const logits = new Float32Array(Array.from({ length: 300 }, () => rng.nextFloat() * 4));
+  const run = (seed: number) => {
+    const s = new Sampler(300, { topK: 0, topP: 1, minP: 0, temperature: 1.5 }, seed);
+    return Array.from({ length: 50 }, () => s.sample(logits));
+  };
+  assert.deepEqual(run(42), run(42));
+  assert.notDeepEqual(run(42), run(43));
+  assert.equal(new Rng(5).nextU32(), new Rng(5).nextU32());
+  assert.throws(() => new Rng(-1), /Seed must be an integer/);
+});
+
+Deno.test("the full chain only ever returns tokens inside top-k ∩ top-p ∩ min-p", () => {
+  const logits = new Float32Array([5, 4.9, 4.8, 1, 0, -3, 4.7, 2]);
+  const s = new Sampler(8, { topK: 3, topP: 0.99, minP: 0.05, temperature: 1 }, 3);
+  const seen = new Set<number>();
+  for (let i = 0; i < 500; i++) seen.add(s.sample(logits));
+  assert.deepEqual([...seen].sort(), [0, 1, 2]);
+});
