@@ -12,11 +12,12 @@
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { type Command, UsageError } from "./src/cli/command.ts";
+import { inspectCommand } from "./src/cli/inspect.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
-const commands: readonly Command[] = [];
+const commands: readonly Command[] = [inspectCommand];
 
 function helpText(): string {
   const width = Math.max(0, ...commands.map((c) => c.name.length));
