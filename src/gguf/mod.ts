@@ -29,3 +29,17 @@ export type {
   TensorEntry,
   TokenizerSummary,
 } from "./summary.ts";
+export {
+  convertF32ToF16,
+  dequantizeQ8_0,
+  encodeGguf,
+  encodeGgufHeader,
+  f16ToF32,
+  f32ToF16,
+  GgufWriter,
+  meta,
+  Q8_0_BLOCK_BYTES,
+  QK8_0,
+  quantizeQ8_0,
+} from "./writer.ts";
+export type { GgufWriteArray, GgufWriteHeader, GgufWriteTensor, GgufWriteValue } from "./writer.ts";
