@@ -437,11 +437,13 @@ export function quantizeQ8_0(src: Float32Array, dst: Uint8Array): void {
     throw new RangeError("quantizeQ8_0: dst size mismatch");
   }
   const fround = Math.fround;
+  const qs = new Int8Array(dst.buffer, dst.byteOffset, dst.length);
   for (let b = 0; b < blocks; b++) {
     const x0 = b * QK8_0;
     let amax = 0;
     for (let j = 0; j < QK8_0; j++) {
-      const a = Math.abs(src[x0 + j]);
+      const v = src[x0 + j];
+      const a = v < 0 ? -v : v;
       if (a > amax) amax = a;
     }
     const d = fround(amax / 127);
@@ -452,9 +454,9 @@ export function quantizeQ8_0(src: Float32Array, dst: Uint8Array): void {
     dst[o + 1] = h >>> 8;
     for (let j = 0; j < QK8_0; j++) {
       const v = fround(src[x0 + j] * id);
-      // roundf: half away from zero (|v| + 0.5 is exact in a double for an f32 v).
-      const q = v >= 0 ? Math.floor(v + 0.5) : -Math.floor(-v + 0.5);
-      dst[o + 2 + j] = q & 0xff;
+      // roundf, half away from zero: v ± 0.5 is exact in a double for an f32 v
+      // (or rounds without crossing an integer), so truncating it rounds v.
+      qs[o + 2 + j] = v >= 0 ? Math.trunc(v + 0.5) : Math.trunc(v - 0.5);
     }
   }
 }
