@@ -18,7 +18,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { openGguf } from "./file.ts";
-import { GgufArray, GgufValueType } from "./reader.ts";
+import { GgufArray } from "./reader.ts";
 import { GgmlType } from "./types.ts";
 import { GgufWriter, type GgufWriteTensor, type GgufWriteValue, meta } from "./writer.ts";
 
