@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -155,5 +156,26 @@ Deno.test("Llama 3 rope factors: 1 for short wavelengths, 32 for long, smooth be
     const want = 1 / ((1 - smooth) / 32 + smooth);
     assert.ok(Math.abs(f[i] - want) / want < 1e-5, `${i}: ${f[i]} vs ${want}`);
     assert.ok(f[i] > f[i - 1] && f[i] < 32);
+  }
+});
+
+Deno.test("Q8_0 of the tiny model is byte-identical to llama-quantize's", () => {
+  // Golden from llama.cpp @ c392e509 (the reference build): `make-model --shape tiny --type f32`
+  // (seed 1), then `llama-quantize tiny-f32.gguf out.gguf Q8_0`; sha256 of the 15 Q8_0 tensors'
+  // data, concatenated in name order. Regenerate it that way if the weight generator changes.
+  const golden = "6de17d401553c956c49ed4e648aee093aceb53ab9ee93c16cb8ec2a40b64b541";
+  const dir = tempDir();
+  try {
+    const made = makeModel({ shape: "tiny", type: "q8_0", outDir: dir, vocabDir, seed: 1 });
+    using file = openGguf(made.path);
+    const g = file.gguf;
+    const q8 = g.tensors.filter((t) => t.type.name === "Q8_0")
+      .sort((a, b) => a.name < b.name ? -1 : 1);
+    assert.equal(q8.length, 15);
+    const hash = createHash("sha256");
+    for (const t of q8) hash.update(g.bytes.subarray(t.dataOffset, t.dataOffset + t.sizeBytes));
+    assert.equal(hash.digest("hex"), golden);
+  } finally {
+    rmSync(dir, { recursive: true });
   }
 });
