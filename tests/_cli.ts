@@ -38,6 +38,13 @@ export function runDeno(args: string[]): Promise<CliResult> {
 }
 
 /** `bun cli.ts ARGS`, with `bun` found on PATH (`./dotllm task test` puts the pinned one there). */
-export function runBun(args: string[]): Promise<CliResult> {
-  return run("bun", [join(repoRoot, "cli.ts"), ...args]);
+export async function runBun(args: string[]): Promise<CliResult> {
+  try {
+    return await run("bun", [join(repoRoot, "cli.ts"), ...args]);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) {
+      throw new Error("bun is not on PATH: run the tests with `./dotllm task test`");
+    }
+    throw error;
+  }
 }

@@ -106,6 +106,9 @@ function corpus(): Array<[string, Uint8Array, RegExp]> {
   const badMagic = model.slice();
   badMagic.set(encoder.encode("GGML"));
   cases.push(["wrong-magic", badMagic, /not a GGUF file \(bad magic\)/]);
+  const bigEndian = model.slice();
+  new DataView(bigEndian.buffer).setUint32(4, 3, false);
+  cases.push(["big-endian", bigEndian, /^big-endian GGUF \(version 3\) is not supported$/]);
   for (const version of [0, 1, 4, 0xffffffff]) {
     const v = model.slice();
     new DataView(v.buffer).setUint32(4, version, true);
@@ -279,6 +282,22 @@ function corpus(): Array<[string, Uint8Array, RegExp]> {
   }
   return cases;
 }
+
+Deno.test("the corpus' base file parses as GGUF v3 and as v2 (same layout)", () => {
+  const v3 = validModel();
+  const v2 = v3.slice();
+  new DataView(v2.buffer).setUint32(4, 2, true);
+  for (const [version, bytes] of [[3, v3], [2, v2]] as const) {
+    const g = parseGguf(bytes);
+    assert.equal(g.version, version);
+    assert.equal(g.metadata.get("general.name"), "broken-corpus");
+    assert.deepEqual(g.tensors.map((t) => t.name), [
+      "token_embd.weight",
+      "norm.weight",
+      "w.weight",
+    ]);
+  }
+});
 
 Deno.test("every broken file fails with a clear GgufError, in < 1 s, growing RSS < 64 MB", () => {
   const cases = corpus();

@@ -436,7 +436,14 @@ export function parseGguf(bytes: Uint8Array): Gguf {
   }
   c.position = 4;
   const version = c.u32("version");
-  if (version !== 2 && version !== 3) throw new GgufError(`unsupported GGUF version ${version}`);
+  if (version !== 2 && version !== 3) {
+    // A big-endian file (gguf-py --bigendian) has its version byte-swapped.
+    const swapped = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, false);
+    if (swapped === 2 || swapped === 3) {
+      throw new GgufError(`big-endian GGUF (version ${swapped}) is not supported`);
+    }
+    throw new GgufError(`unsupported GGUF version ${version}`);
+  }
   const tensorCount = c.u64("tensor count");
   const kvCount = c.u64("metadata count");
   // A tensor info takes at least 24 bytes, a key/value at least 13.

@@ -332,9 +332,10 @@ export function formatGgufSummary(summary: GgufSummary, file?: string): string {
     `file type:     ${fileType}`,
     `parameters:    ${s.parameterCount} (${formatCount(s.parameterCount)})`,
     `tensors:       ${s.tensorCount}${types ? ` (${types})` : ""}`,
-    `tensor data:   ${s.tensorBytes} bytes (${
-      formatBytes(s.tensorBytes)
-    }) from byte ${s.dataStart}, alignment ${s.alignment}`,
+    s.tensorCount === 0
+      ? `tensor data:   none (vocab only), alignment ${s.alignment}`
+      : `tensor data:   ${s.tensorBytes} bytes (${formatBytes(s.tensorBytes)}) ` +
+        `from byte ${s.dataStart}, alignment ${s.alignment}`,
     "",
   );
 
