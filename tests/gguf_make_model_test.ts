@@ -159,22 +159,30 @@ Deno.test("Llama 3 rope factors: 1 for short wavelengths, 32 for long, smooth be
   }
 });
 
-Deno.test("Q8_0 of the tiny model is byte-identical to llama-quantize's", () => {
-  // Golden from llama.cpp @ c392e509 (the reference build): `make-model --shape tiny --type f32`
-  // (seed 1), then `llama-quantize tiny-f32.gguf out.gguf Q8_0`; sha256 of the 15 Q8_0 tensors'
-  // data, concatenated in name order. Regenerate it that way if the weight generator changes.
-  const golden = "6de17d401553c956c49ed4e648aee093aceb53ab9ee93c16cb8ec2a40b64b541";
+Deno.test("Q8_0 and F16 of the tiny model are byte-identical to llama-quantize's", () => {
+  // Goldens from llama.cpp @ c392e509 (the reference build): `make-model --shape tiny --type f32`
+  // (seed 1), then `llama-quantize tiny-f32.gguf out.gguf Q8_0` (or F16); sha256 of the 15
+  // quantized tensors' data, concatenated in name order. Regenerate them that way if the weight
+  // generator changes.
+  const goldens = [
+    ["q8_0", "Q8_0", "6de17d401553c956c49ed4e648aee093aceb53ab9ee93c16cb8ec2a40b64b541"],
+    ["f16", "F16", "ad162c5e172f52f92ef105c411cd648d19a9de46867b22cf91ecc439b7b66343"],
+  ] as const;
   const dir = tempDir();
   try {
-    const made = makeModel({ shape: "tiny", type: "q8_0", outDir: dir, vocabDir, seed: 1 });
-    using file = openGguf(made.path);
-    const g = file.gguf;
-    const q8 = g.tensors.filter((t) => t.type.name === "Q8_0")
-      .sort((a, b) => a.name < b.name ? -1 : 1);
-    assert.equal(q8.length, 15);
-    const hash = createHash("sha256");
-    for (const t of q8) hash.update(g.bytes.subarray(t.dataOffset, t.dataOffset + t.sizeBytes));
-    assert.equal(hash.digest("hex"), golden);
+    for (const [type, ggmlName, golden] of goldens) {
+      const made = makeModel({ shape: "tiny", type, outDir: dir, vocabDir, seed: 1 });
+      using file = openGguf(made.path);
+      const g = file.gguf;
+      const weights = g.tensors.filter((t) => t.type.name === ggmlName)
+        .sort((a, b) => a.name < b.name ? -1 : 1);
+      assert.equal(weights.length, 15);
+      const hash = createHash("sha256");
+      for (const t of weights) {
+        hash.update(g.bytes.subarray(t.dataOffset, t.dataOffset + t.sizeBytes));
+      }
+      assert.equal(hash.digest("hex"), golden, type);
+    }
   } finally {
     rmSync(dir, { recursive: true });
   }
