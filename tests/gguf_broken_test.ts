@@ -10,7 +10,8 @@ import { join } from "node:path";
 import process from "node:process";
 import { runDeno } from "./_cli.ts";
 import { testdata } from "./_testdata.ts";
-import { GgufError, GgufValueType as T, parseGguf } from "../src/gguf/reader.ts";
+import { GgufArray, GgufError, GgufValueType as T, parseGguf } from "../src/gguf/reader.ts";
+import { summarizeGguf } from "../src/gguf/summary.ts";
 import { encodeGguf, meta } from "../src/gguf/writer.ts";
 import { GgmlType } from "../src/gguf/types.ts";
 
@@ -343,4 +344,38 @@ Deno.test("the CLI reports a broken file in one line naming it, exit code 1", as
   } finally {
     rmSync(dir, { recursive: true });
   }
+});
+
+Deno.test("random byte mutations parse or fail with a GgufError, never anything else", () => {
+  const bases = [validModel(), new Uint8Array(readFileSync(testdata("models/stories260K.gguf")))];
+  let s = 0x2545f491;
+  const next = () => {
+    s ^= s << 13, s ^= s >>> 17, s ^= s << 5;
+    return s >>> 0;
+  };
+  let parsed = 0;
+  let failed = 0;
+  for (let i = 0; i < 3000; i++) {
+    const base = bases[i % 2];
+    const bytes = base.slice();
+    const headerBytes = i % 2 === 0 ? base.length : 14176; // stories260K's data starts at 14176
+    for (let k = 0, n = 1 + (next() % 4); k < n; k++) {
+      bytes[next() % headerBytes] = next() & 0xff;
+    }
+    try {
+      const g = parseGguf(bytes);
+      const summary = summarizeGguf(g); // decodes the heads of every array
+      for (const value of g.metadata.values()) {
+        if (value instanceof GgufArray) void value.values; // and whole arrays
+      }
+      assert.equal(summary.tensorCount, g.tensors.length);
+      parsed++;
+    } catch (error) {
+      if (!(error instanceof GgufError)) {
+        throw new Error(`mutant ${i}: ${error}`, { cause: error });
+      }
+      failed++;
+    }
+  }
+  assert.ok(parsed > 100 && failed > 100, `parsed ${parsed}, failed ${failed}`);
 });
