@@ -13,6 +13,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { runCommand } from "./src/cli/run.ts";
+import { inspectCommand } from "./src/cli/inspect.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { prepareLibrary } from "./src/native/locate.ts";
 import { tokenizeCommand } from "./src/cli/tokenize.ts";
@@ -20,7 +21,12 @@ import { detokenizeCommand } from "./src/cli/detokenize.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
-const commands: readonly Command[] = [runCommand, tokenizeCommand, detokenizeCommand];
+const commands: readonly Command[] = [
+  runCommand,
+  inspectCommand,
+  tokenizeCommand,
+  detokenizeCommand,
+];
 
 function helpText(): string {
   const width = Math.max(0, ...commands.map((c) => c.name.length));

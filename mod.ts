@@ -4,6 +4,7 @@
  * @module
  */
 export * from "./src/native/mod.ts";
+export * from "./src/gguf/mod.ts";
 export * from "./src/kernels/mod.ts";
 export { VERSION } from "./src/version.ts";
 export * from "./src/model/mod.ts";

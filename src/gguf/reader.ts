@@ -80,25 +80,54 @@ export class GgufError extends Error {
 /** A metadata value. Integers up to 32 bits and floats are numbers; 64-bit integers bigints. */
 export type GgufValue = number | bigint | boolean | string | GgufArray;
 
-/** A metadata array: its element type and length are read eagerly, its values on first use. */
+/**
+ * A metadata array: its element type and length are read eagerly (the parser
+ * has already checked that every element lies inside the file), its values on
+ * first use.
+ */
 export class GgufArray {
   /** The element type (a {@linkcode GgufValueType}). */
   readonly type: number;
   /** The number of elements. */
   readonly length: number;
-  #decode: () => ArrayLike<GgufValue> | GgufValue[];
+  #bytes: Uint8Array;
+  #start: number;
+  #end: number;
+  #depth: number;
   #values?: ArrayLike<GgufValue> | GgufValue[];
 
-  constructor(type: number, length: number, decode: () => ArrayLike<GgufValue> | GgufValue[]) {
+  /** An array whose `length` elements of `type` are `bytes[start, end)` (already validated). */
+  constructor(
+    type: number,
+    length: number,
+    bytes: Uint8Array,
+    start: number,
+    end: number,
+    depth = 1,
+  ) {
     this.type = type;
     this.length = length;
-    this.#decode = decode;
+    this.#bytes = bytes;
+    this.#start = start;
+    this.#end = end;
+    this.#depth = depth;
   }
 
   /** The elements: a typed array for numbers, `string[]`, `boolean[]`, or nested arrays. */
   get values(): ArrayLike<GgufValue> | GgufValue[] {
-    this.#values ??= this.#decode();
+    this.#values ??= this.head(this.length);
     return this.#values;
+  }
+
+  /** The first `count` elements (all of them if `count >= length`), decoding only those. */
+  head(count: number): ArrayLike<GgufValue> | GgufValue[] {
+    const n = Math.max(0, Math.min(count, this.length));
+    return decodeArray(this.#bytes, this.#start, this.type, n, "array", this.#depth);
+  }
+
+  /** The encoded elements as stored in the file (a view, not a copy): for copying arrays. */
+  get rawBytes(): Uint8Array {
+    return this.#bytes.subarray(this.#start, this.#end);
   }
 
   /** The elements as strings; throws `GgufError` if the element type is not string. */
@@ -178,12 +207,14 @@ class Cursor {
   /** A u64 that must fit a JS number exactly (counts, lengths, offsets, dims). */
   u64(what: string): number {
     this.need(8, what);
-    const v = this.view.getBigUint64(this.position, true);
-    this.position += 8;
-    if (v > BigInt(Number.MAX_SAFE_INTEGER)) {
-      throw new GgufError(`${what} ${v} is too large`);
+    const low = this.view.getUint32(this.position, true);
+    const high = this.view.getUint32(this.position + 4, true);
+    if (high >= 0x200000) {
+      const v = this.view.getBigUint64(this.position, true);
+      throw new GgufError(`${what} ${v} at byte ${this.position} is too large`);
     }
-    return Number(v);
+    this.position += 8;
+    return high * 0x1_0000_0000 + low;
   }
 
   string(what: string): string {
@@ -258,6 +289,27 @@ function readValue(c: Cursor, type: number, what: string, depth: number): GgufVa
   return readScalar(c, type, what);
 }
 
+/** Skips `count` strings (the hot loop of vocabularies: no per-element allocation). */
+function skipStrings(c: Cursor, count: number, what: string): void {
+  const view = c.view;
+  const size = c.bytes.length;
+  let p = c.position;
+  for (let i = 0; i < count; i++) {
+    if (p + 8 > size) {
+      c.position = p;
+      c.need(8, `${what}[${i}] length`);
+    }
+    const low = view.getUint32(p, true);
+    const high = view.getUint32(p + 4, true);
+    if (high !== 0 || low > size - p - 8) {
+      c.position = p;
+      c.skipString(`${what}[${i}]`); // throws the precise error
+    }
+    p += 8 + low;
+  }
+  c.position = p;
+}
+
 /** Reads an array header, skips over its elements, and returns a lazy decoder. */
 function readArray(c: Cursor, what: string, depth: number): GgufArray {
   if (depth > GGUF_LIMITS.arrayDepthMax) {
@@ -276,14 +328,13 @@ function readArray(c: Cursor, what: string, depth: number): GgufArray {
   }
   const start = c.position;
   if (type === GgufValueType.STRING) {
-    for (let i = 0; i < length; i++) c.skipString(`${what}[${i}]`);
+    skipStrings(c, length, what);
   } else if (type === GgufValueType.ARRAY) {
     for (let i = 0; i < length; i++) readArray(c, `${what}[${i}]`, depth + 1);
   } else {
     c.position += length * SCALAR_BYTES[type];
   }
-  const bytes = c.bytes;
-  return new GgufArray(type, length, () => decodeArray(bytes, start, type, length, what, depth));
+  return new GgufArray(type, length, c.bytes, start, c.position, depth);
 }
 
 function decodeArray(
@@ -350,8 +401,14 @@ function decodeArray(
       return out;
     }
     case GgufValueType.STRING: {
+      // Already validated by the parser: read the lengths without re-checking.
       const out: string[] = new Array(length);
-      for (let i = 0; i < length; i++) out[i] = c.string(`${what}[${i}]`);
+      let p = start;
+      for (let i = 0; i < length; i++) {
+        const n = view.getUint32(p, true);
+        out[i] = decodeString(bytes, p + 8, n);
+        p += 8 + n;
+      }
       return out;
     }
     default: {
@@ -379,7 +436,14 @@ export function parseGguf(bytes: Uint8Array): Gguf {
   }
   c.position = 4;
   const version = c.u32("version");
-  if (version !== 2 && version !== 3) throw new GgufError(`unsupported GGUF version ${version}`);
+  if (version !== 2 && version !== 3) {
+    // A big-endian file (gguf-py --bigendian) has its version byte-swapped.
+    const swapped = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, false);
+    if (swapped === 2 || swapped === 3) {
+      throw new GgufError(`big-endian GGUF (version ${swapped}) is not supported`);
+    }
+    throw new GgufError(`unsupported GGUF version ${version}`);
+  }
   const tensorCount = c.u64("tensor count");
   const kvCount = c.u64("metadata count");
   // A tensor info takes at least 24 bytes, a key/value at least 13.

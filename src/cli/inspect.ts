@@ -1,0 +1,42 @@
+/**
+ * `dotllm inspect MODEL [--json]`: what a GGUF file holds, like gguf-dump.
+ *
+ * @module
+ */
+import type { Command } from "./command.ts";
+import { UsageError } from "./command.ts";
+import { writeStdout } from "./io.ts";
+import { openGguf } from "../gguf/file.ts";
+import { formatGgufSummary, summarizeGguf } from "../gguf/summary.ts";
+
+/** The `inspect` command. */
+export const inspectCommand: Command = {
+  name: "inspect",
+  summary: "show a GGUF file's metadata, hyper-parameters, tokenizer and tensors",
+  usage: [
+    "Usage: dotllm inspect MODEL.gguf [--json]",
+    "",
+    "Prints the GGUF version, architecture, name, hyper-parameters (<arch>.* keys), tokenizer,",
+    "every metadata key (long arrays summarised) and the tensor table (name, type, shape, bytes,",
+    "absolute file offset). The file is memory-mapped; tensor data is never read.",
+    "",
+    "Options:",
+    "  --json   print one JSON document instead (64-bit integers as numbers when exact, else",
+    "           strings; f32 values as their shortest decimal)",
+  ].join("\n"),
+  options: { json: { type: "boolean" } },
+  run(values, positionals) {
+    if (positionals.length !== 1) {
+      throw new UsageError(positionals.length === 0 ? "missing MODEL" : "expected one MODEL");
+    }
+    const path = positionals[0];
+    using file = openGguf(path);
+    const summary = summarizeGguf(file.gguf);
+    if (values.json) {
+      writeStdout(JSON.stringify({ file: path, ...summary }, null, 2) + "\n");
+    } else {
+      writeStdout(formatGgufSummary(summary, path));
+    }
+    return 0;
+  },
+};
