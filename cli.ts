@@ -11,12 +11,13 @@
  */
 import process from "node:process";
 import { parseArgs } from "node:util";
+import { benchCommand } from "./src/cli/bench.ts";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
-const commands: readonly Command[] = [];
+const commands: readonly Command[] = [benchCommand];
 
 function helpText(): string {
   const width = Math.max(0, ...commands.map((c) => c.name.length));
