@@ -11,6 +11,7 @@
  */
 import process from "node:process";
 import { parseArgs } from "node:util";
+import { benchCommand } from "./src/cli/bench.ts";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { runCommand } from "./src/cli/run.ts";
 import { inspectCommand } from "./src/cli/inspect.ts";
@@ -26,6 +27,7 @@ const commands: readonly Command[] = [
   inspectCommand,
   tokenizeCommand,
   detokenizeCommand,
+  benchCommand,
 ];
 
 function helpText(): string {

@@ -1,0 +1,106 @@
+/** `dotllm bench`: llama-bench-style throughput, optionally beside llama.cpp. @module */
+import { availableParallelism } from "node:os";
+import {
+  type BenchCase,
+  benchLlamaCpp,
+  benchModel,
+  type BenchRow,
+  benchRow,
+  benchTable,
+} from "../bench/llama_bench.ts";
+import { LlamaModel } from "../model/mod.ts";
+import { type Command, type OptionValues, UsageError } from "./command.ts";
+import { writeStderr, writeStdout } from "./io.ts";
+
+const usage = `Usage: dotllm bench MODEL [options]
+
+Prompt processing (ppN: one batch of N tokens) and text generation (tgN: N
+single-token steps) in tokens per second, mean ± stddev over the repetitions,
+one row per (test, threads). Lists are comma-separated, as in llama-bench.
+
+Options:
+  -p, --n-prompt LIST      prompt sizes (default 512; 0 for none)
+  -n, --n-gen LIST         generation lengths (default 128; 0 for none)
+  -t, --threads LIST       thread counts (default: every CPU)
+  -r, --repetitions N      timed runs per test after one warm-up (default 5)
+      --llama-bench PATH   also run this llama-bench on the same file and
+                           settings, interleaved, with a ratio column
+      --json               print one JSON array of
+                           {test, threads, n_prompt, n_gen, tok_s_mean, tok_s_std}
+`;
+
+function integerList(name: string, value: unknown, min: number): number[] {
+  const text = String(value);
+  const items = text.split(",").map((s) => s.trim());
+  const numbers = items.map(Number);
+  if (items.some((s) => !/^\d+$/.test(s)) || numbers.some((n) => n < min || n > 1_000_000)) {
+    throw new UsageError(
+      `${name} must be a comma-separated list of integers >= ${min}, not "${text}"`,
+    );
+  }
+  return numbers;
+}
+
+function run(values: OptionValues, positionals: string[]): number {
+  if (positionals.length !== 1) throw new UsageError("bench takes one MODEL argument");
+  const [path] = positionals;
+  const prompts = integerList("-p", values["n-prompt"] ?? "512", 0).filter((n) => n > 0);
+  const gens = integerList("-n", values["n-gen"] ?? "128", 0).filter((n) => n > 0);
+  const threadList = integerList("-t", values.threads ?? String(availableParallelism()), 1);
+  const [repetitions] = integerList("-r", values.repetitions ?? "5", 1);
+  const llamaBench = values["llama-bench"] as string | undefined;
+  if (prompts.length + gens.length === 0) throw new UsageError("nothing to run: -p and -n are 0");
+
+  const rows: BenchRow[] = [];
+  let modelLine = path;
+  for (const threads of threadList) {
+    const contextSize = Math.max(...prompts, ...gens);
+    const model = LlamaModel.load(path, { threads, contextSize, batchSize: 512 });
+    try {
+      const c = model.config;
+      const sizeMiB = model.memory.weightsBytes / (1 << 20);
+      modelLine = `${c.architecture} ${c.blockCount}L ${c.embeddingLength}d ` +
+        `${model.weights.typeName} ${sizeMiB.toFixed(1)} MiB`;
+      const cases: BenchCase[] = [
+        ...prompts.map((n) => ({ kind: "pp" as const, tokenCount: n, threads })),
+        ...gens.map((n) => ({ kind: "tg" as const, tokenCount: n, threads })),
+      ];
+      for (const benchCase of cases) {
+        const ours = benchModel(model, benchCase.kind, benchCase.tokenCount, repetitions);
+        const theirs = llamaBench === undefined
+          ? undefined
+          : benchLlamaCpp(llamaBench, path, benchCase, repetitions);
+        const row = benchRow(benchCase, ours, theirs);
+        rows.push(row);
+        if (values.json !== true) {
+          writeStderr(
+            `  ${row.test} t=${threads}: ${row.tok_s_mean} tok/s` +
+              (row.ratio === undefined
+                ? "\n"
+                : ` (llama.cpp ${row.llama_cpp_tok_s_mean}, x${row.ratio})\n`),
+          );
+        }
+      }
+    } finally {
+      model.close();
+    }
+  }
+  writeStdout(values.json === true ? JSON.stringify(rows) + "\n" : benchTable(modelLine, rows));
+  return 0;
+}
+
+/** The `bench` command. */
+export const benchCommand: Command = {
+  name: "bench",
+  summary: "measure prompt and generation speed (llama-bench style)",
+  usage,
+  options: {
+    "n-prompt": { type: "string", short: "p" },
+    "n-gen": { type: "string", short: "n" },
+    threads: { type: "string", short: "t" },
+    repetitions: { type: "string", short: "r" },
+    "llama-bench": { type: "string" },
+    json: { type: "boolean" },
+  },
+  run,
+};
