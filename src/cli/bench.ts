@@ -8,6 +8,7 @@ import {
   benchRow,
   benchTable,
 } from "../bench/llama_bench.ts";
+import { Kernels } from "../kernels/mod.ts";
 import { LlamaModel } from "../model/mod.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
@@ -55,7 +56,12 @@ function run(values: OptionValues, positionals: string[]): number {
   let modelLine = path;
   for (const threads of threadList) {
     const contextSize = Math.max(...prompts, ...gens);
-    const model = LlamaModel.load(path, { threads, contextSize, batchSize: 512 });
+    const model = LlamaModel.load(path, {
+      threads,
+      contextSize,
+      batchSize: 512,
+      kernels: (native, n) => new Kernels(native, n),
+    });
     try {
       const c = model.config;
       const sizeMiB = model.memory.weightsBytes / (1 << 20);
