@@ -12,6 +12,7 @@ pub const quant = @import("quant.zig");
 pub const matmul = @import("matmul.zig");
 pub const kernels = @import("kernels.zig");
 pub const attention = @import("attention.zig");
+pub const membench = @import("membench.zig");
 
 /// Panics on a pool worker are reported to the dispatching caller instead of
 /// aborting (see `pool.zig`); anywhere else this is Zig's default handler.
@@ -19,7 +20,7 @@ pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 3;
+pub const abi_version: u32 = 4;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -34,6 +35,7 @@ comptime {
     _ = matmul;
     _ = kernels;
     _ = attention;
+    _ = membench;
 }
 
 test {

@@ -29,7 +29,7 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;
 
 const MATMUL_ARGS = ["ptr", "ptr", "ptr", "ptr", "usize", "usize", "usize"] as const;
 const STORE_KV_ARGS = ["ptr", "ptr", "usize", "usize", "usize"] as const;
@@ -102,6 +102,8 @@ export const symbols = {
   // ffi/attention.zig: (pool, out, q, k, v, tokens, posStart, heads, kvHeads, headDim, scale)
   dotllm_attention_f32: { args: ATTENTION_ARGS, result: "i32" },
   dotllm_attention_f16: { args: ATTENTION_ARGS, result: "i32" },
+  // ffi/membench.zig
+  dotllm_bench_read: { args: ["ptr", "ptr", "usize"], result: "u64" },
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The symbol table's type. */
