@@ -11,7 +11,7 @@ import process from "node:process";
 import { runDeno } from "./_cli.ts";
 import { testdata } from "./_testdata.ts";
 import { GgufArray, GgufError, GgufValueType as T, parseGguf } from "../src/gguf/reader.ts";
-import { summarizeGguf } from "../src/gguf/summary.ts";
+import { formatGgufSummary, summarizeGguf } from "../src/gguf/summary.ts";
 import { encodeGguf, meta } from "../src/gguf/writer.ts";
 import { GgmlType } from "../src/gguf/types.ts";
 
@@ -378,4 +378,30 @@ Deno.test("random byte mutations parse or fail with a GgufError, never anything 
     }
   }
   assert.ok(parsed > 100 && failed > 100, `parsed ${parsed}, failed ${failed}`);
+});
+
+Deno.test("names with control characters stay on one line in errors and in inspect's text", () => {
+  const evil = "a\nb\u0007";
+  const dup = new Raw().header(2, 0).tensor(evil, [4], GgmlType.F32, 0)
+    .tensor(evil, [4], GgmlType.F32, 32).data(64);
+  assert.throws(
+    () => parseGguf(dup),
+    (e) => e instanceof GgufError && e.message === `duplicate tensor name "a\\nb\\u0007"`,
+  );
+  const long = "x".repeat(60_000);
+  const longDup = new Raw().header(0, 2).str(long).u32(T.UINT8).u8(1).str(long).u32(T.UINT8).u8(1)
+    .bytes();
+  assert.throws(
+    () => parseGguf(longDup),
+    (e) => e instanceof GgufError && e.message === `duplicate metadata key "${"x".repeat(80)}..."`,
+  );
+  const ok = encodeGguf({
+    metadata: [[evil, meta.string("v\nw")], ["general.name", meta.string(evil)]],
+    tensors: [{ name: evil, dims: [4], type: GgmlType.F32 }],
+  }, [new Float32Array(4)]);
+  const text = formatGgufSummary(summarizeGguf(parseGguf(ok)));
+  assert.ok(!text.includes("\u0007"));
+  assert.match(text, /^name: +"a\\nb\\u0007"$/m);
+  assert.match(text, /^ +"a\\nb\\u0007" +string +"v\\nw"$/m);
+  assert.match(text, /^ +0 +"a\\nb\\u0007" +F32 +4 +16 +\d+$/m);
 });

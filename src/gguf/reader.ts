@@ -169,6 +169,14 @@ export interface Gguf {
   readonly bytes: Uint8Array;
 }
 
+/**
+ * A name from the file as it appears in messages: JSON-quoted (so control
+ * characters cannot break the one-line error) and cut at 80 characters.
+ */
+function quote(name: string): string {
+  return JSON.stringify(name.length > 80 ? name.slice(0, 80) + "..." : name);
+}
+
 function typeName(type: number): string {
   return GGUF_VALUE_TYPE_NAMES[type] ?? `type ${type}`;
 }
@@ -464,9 +472,10 @@ export function parseGguf(bytes: Uint8Array): Gguf {
     c.need(keyLength, `metadata key ${i}`);
     const key = decodeString(bytes, c.position, keyLength);
     c.position += keyLength;
-    if (metadata.has(key)) throw new GgufError(`duplicate metadata key "${key}"`);
-    const type = c.u32(`type of "${key}"`);
-    metadata.set(key, readValue(c, type, `"${key}"`, 0));
+    const quoted = quote(key);
+    if (metadata.has(key)) throw new GgufError(`duplicate metadata key ${quoted}`);
+    const type = c.u32(`type of ${quoted}`);
+    metadata.set(key, readValue(c, type, quoted, 0));
     metadataTypes.set(key, type);
   }
 
@@ -486,7 +495,7 @@ export function parseGguf(bytes: Uint8Array): Gguf {
   const names = new Set<string>();
   for (let i = 0; i < tensorCount; i++) {
     const info = readTensorInfo(c, i, alignment);
-    if (names.has(info.name)) throw new GgufError(`duplicate tensor name "${info.name}"`);
+    if (names.has(info.name)) throw new GgufError(`duplicate tensor name ${quote(info.name)}`);
     names.add(info.name);
     infos.push(info);
   }
@@ -513,7 +522,7 @@ function readTensorInfo(
   alignment: number,
 ): Omit<GgufTensorInfo, "dataOffset"> {
   const name = c.string(`tensor ${index} name`);
-  const what = `tensor "${name}"`;
+  const what = `tensor ${quote(name)}`;
   const dimCount = c.u32(`${what} dimension count`);
   if (dimCount < 1 || dimCount > GGUF_LIMITS.dimsMax) {
     throw new GgufError(`${what} has ${dimCount} dimensions (1 to ${GGUF_LIMITS.dimsMax} allowed)`);
@@ -550,7 +559,7 @@ function checkExtents(tensors: GgufTensorInfo[], fileSize: number): void {
   for (const t of tensors) {
     if (t.dataOffset + t.sizeBytes > fileSize) {
       throw new GgufError(
-        `tensor "${t.name}" data [${t.dataOffset}, ${t.dataOffset + t.sizeBytes}) ` +
+        `tensor ${quote(t.name)} data [${t.dataOffset}, ${t.dataOffset + t.sizeBytes}) ` +
           `extends past the end of the file (${fileSize} bytes)`,
       );
     }
@@ -559,7 +568,7 @@ function checkExtents(tensors: GgufTensorInfo[], fileSize: number): void {
   for (let i = 1; i < sorted.length; i++) {
     const prev = sorted[i - 1];
     if (prev.offset + prev.sizeBytes > sorted[i].offset) {
-      throw new GgufError(`tensors "${prev.name}" and "${sorted[i].name}" overlap`);
+      throw new GgufError(`tensors ${quote(prev.name)} and ${quote(sorted[i].name)} overlap`);
     }
   }
 }

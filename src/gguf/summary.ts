@@ -311,7 +311,17 @@ function table(rows: string[][], rightAligned: ReadonlySet<number>): string[] {
   );
 }
 
-const dash = (v: string | number | null): string => v === null ? "-" : String(v);
+/** A key or tensor name for the text output: JSON-quoted if it holds control characters. */
+function plain(name: string): string {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return JSON.stringify(name);
+  }
+  return name;
+}
+
+const dash = (v: string | number | null): string =>
+  v === null ? "-" : typeof v === "string" ? plain(v) : String(v);
 
 /** The text `dotllm inspect` prints (ends with a newline). */
 export function formatGgufSummary(summary: GgufSummary, file?: string): string {
@@ -343,7 +353,7 @@ export function formatGgufSummary(summary: GgufSummary, file?: string): string {
   lines.push(`hyper-parameters (${s.architecture ?? "-"}.*, ${hp.length}):`);
   if (hp.length > 0) {
     const prefix = `${s.architecture}.`.length;
-    lines.push(...table(hp.map(([k, v]) => [k.slice(prefix), textValue(v)]), new Set()));
+    lines.push(...table(hp.map(([k, v]) => [plain(k.slice(prefix)), textValue(v)]), new Set()));
   }
   lines.push("");
 
@@ -362,7 +372,9 @@ export function formatGgufSummary(summary: GgufSummary, file?: string): string {
 
   lines.push(`metadata (${s.metadata.length} keys):`);
   if (s.metadata.length > 0) {
-    lines.push(...table(s.metadata.map((m) => [m.key, m.type, textValue(m.value)]), new Set()));
+    lines.push(
+      ...table(s.metadata.map((m) => [plain(m.key), m.type, textValue(m.value)]), new Set()),
+    );
   }
   lines.push("");
 
@@ -372,7 +384,7 @@ export function formatGgufSummary(summary: GgufSummary, file?: string): string {
     s.tensors.forEach((x, i) =>
       rows.push([
         String(i),
-        x.name,
+        plain(x.name),
         x.type,
         x.shape.join(" x "),
         String(x.bytes),
