@@ -14,11 +14,11 @@ deno fmt --check
 deno lint
 deno check --quiet .
 
-echo "== deno test"
+echo "== deno test (with the runnable JSDoc examples of mod.ts and src/llm/)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-deno test --allow-all --no-prompt tests/ 2>&1 | tee "$log" || status=$?
+deno test --allow-all --no-prompt --doc mod.ts src/llm/ tests/ 2>&1 | tee "$log" || status=$?
 # deno test never exits 0 with failures, but the pipe hides its status in sh.
 summary=$(grep -E '^(ok|FAILED) \| [0-9]+ passed' "$log" | tail -n 1 || true)
 passed=$(printf '%s' "$summary" | sed -n 's/.*| \([0-9]*\) passed.*/\1/p')

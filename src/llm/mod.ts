@@ -1,0 +1,8 @@
+/** The library API: {@linkcode Llm} loads a model and generates. @module */
+export {
+  type GeneratedPiece,
+  Llm,
+  type LlmGenerateOptions,
+  type LlmOptions,
+  type TokenizeOptions,
+} from "./llm.ts";
