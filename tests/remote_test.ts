@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sha256Hex } from "../src/native/embedded.ts";
 import { loadNative, platformName, releaseFileName } from "../src/native/mod.ts";
+import { goldenText, STORIES } from "./_ship.ts";
 import { repoRoot } from "./_testdata.ts";
 
 /** Copies what `deno publish` would ship (the TypeScript sources) into `dir`. */
@@ -96,6 +97,49 @@ Deno.test("a package served over http fetches, verifies and caches its library",
     }).output();
     assert.notEqual(bad.code, 0);
     assert.match(new TextDecoder().decode(bad.stderr), /does not match its sha256/);
+  } finally {
+    await server.shutdown();
+    rmSync(work, { recursive: true, force: true });
+  }
+});
+
+Deno.test("deno run http://127.0.0.1:PORT/cli.ts run generates the greedy text from an empty cache", async () => {
+  const work = mkdtempSync(join(tmpdir(), "dotllm-remote-run-"));
+  const pkg = join(work, "pkg");
+  mkdirSync(pkg);
+  stagePackage(pkg);
+  const { server, port, requests } = serve(pkg);
+  try {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        "-A",
+        `http://127.0.0.1:${port}/cli.ts`,
+        "run",
+        STORIES,
+        "-p",
+        "Once upon a time",
+        "-n",
+        "16",
+        "--temp",
+        "0",
+      ],
+      env: {
+        DENO_DIR: join(work, "deno-dir"),
+        XDG_CACHE_HOME: join(work, "cache"),
+        NO_COLOR: "1",
+      },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, stderr);
+    assert.equal(new TextDecoder().decode(out.stdout), goldenText("Once upon a time", 16));
+    assert.match(stderr, /Generation/);
+    assert.ok(requests.includes("/cli.ts"));
+    assert.equal(requests.filter((r) => r.endsWith(releaseFileName(platformName()))).length, 1);
   } finally {
     await server.shutdown();
     rmSync(work, { recursive: true, force: true });
