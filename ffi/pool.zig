@@ -221,7 +221,8 @@ pub fn panicHandler(message: []const u8, first_trace_address: ?usize) noreturn {
     // The pool is stopping: end this thread without returning into the abandoned frames.
     // The kernel clears the thread id on exit, so `join` still returns.
     if (builtin.os.tag == .linux) std.os.linux.exit(0);
-    while (true) std.Thread.Futex.wait(&pool.stop, 0xffff_ffff);
+    var never = std.atomic.Value(u32).init(0); // elsewhere: park this thread for good
+    while (true) std.Thread.Futex.wait(&never, 0);
 }
 
 /// How many CPUs this process may run on (its affinity mask), at least 1.
