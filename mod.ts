@@ -32,3 +32,10 @@ export { VERSION } from "./src/version.ts";
 export * from "./src/model/mod.ts";
 export * from "./src/sampler/mod.ts";
 export * from "./src/generation/mod.ts";
+
+// `deno run -A jsr:@dotllm/cli ARGS` runs the CLI; importing this module does not.
+if (import.meta.main) {
+  const { main } = await import("./cli.ts");
+  const process = (await import("node:process")).default;
+  process.exitCode = await main(process.argv.slice(2));
+}

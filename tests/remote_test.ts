@@ -63,6 +63,7 @@ Deno.test("a package served over http fetches, verifies and caches its library",
     };
     const run = async () => {
       const out = await new Deno.Command(Deno.execPath(), {
+        cwd: work, // outside the checkout: no deno.json, no deno.lock to write
         args: ["eval", "--quiet", script],
         env,
         clearEnv: false,
@@ -90,6 +91,7 @@ Deno.test("a package served over http fetches, verifies and caches its library",
     writeFileSync(join(pkg, "zig-out", "release", releaseFileName(platformName())), "tampered");
     rmSync(join(work, "cache"), { recursive: true, force: true });
     const bad = await new Deno.Command(Deno.execPath(), {
+      cwd: work, // outside the checkout: no deno.json, no deno.lock to write
       args: ["eval", "--quiet", script],
       env,
       stdout: "piped",
@@ -111,6 +113,7 @@ Deno.test("deno run http://127.0.0.1:PORT/cli.ts run generates the greedy text f
   const { server, port, requests } = serve(pkg);
   try {
     const out = await new Deno.Command(Deno.execPath(), {
+      cwd: work, // outside the checkout: no deno.json, no deno.lock to write
       args: [
         "run",
         "--quiet",
@@ -139,6 +142,16 @@ Deno.test("deno run http://127.0.0.1:PORT/cli.ts run generates the greedy text f
     assert.equal(new TextDecoder().decode(out.stdout), goldenText("Once upon a time", 16));
     assert.match(stderr, /Generation/);
     assert.ok(requests.includes("/cli.ts"));
+    // `deno run jsr:@dotllm/cli` runs mod.ts: it starts the CLI too.
+    const version = await new Deno.Command(Deno.execPath(), {
+      cwd: work, // outside the checkout: no deno.json, no deno.lock to write
+      args: ["run", "--quiet", "-A", `http://127.0.0.1:${port}/mod.ts`, "--version"],
+      env: { DENO_DIR: join(work, "deno-dir"), XDG_CACHE_HOME: join(work, "cache") },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(version.code, 0, new TextDecoder().decode(version.stderr));
+    assert.match(new TextDecoder().decode(version.stdout), /^dotllm \d+\.\d+\.\d+\n$/);
     assert.equal(requests.filter((r) => r.endsWith(releaseFileName(platformName()))).length, 1);
   } finally {
     await server.shutdown();
