@@ -17,12 +17,13 @@ import { runCommand } from "./src/cli/run.ts";
 import { inspectCommand } from "./src/cli/inspect.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { prepareLibrary } from "./src/native/locate.ts";
+import { errorStyle } from "./src/cli/terminal.ts";
 import { tokenizeCommand } from "./src/cli/tokenize.ts";
 import { detokenizeCommand } from "./src/cli/detokenize.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
-const commands: readonly Command[] = [
+export const commands: readonly Command[] = [
   runCommand,
   inspectCommand,
   tokenizeCommand,
@@ -41,7 +42,13 @@ function helpText(): string {
     "Commands:",
     ...lines,
     "",
-    "Run `dotllm <command> --help` for a command's options.",
+    "Options:",
+    "  -h, --help     this help",
+    "  -V, --version  print the version",
+    "",
+    "Run `dotllm <command> --help` (or `dotllm help <command>`) for a command's options.",
+    "Environment: NO_COLOR (no colour), DOTLLM_CPU=auto|baseline|avx512 (library build),",
+    "DOTLLM_LIB (a native library to load), XDG_CACHE_HOME (where the library is cached).",
     "",
   ].join("\n");
 }
@@ -68,22 +75,34 @@ function joinNegativeValues(args: string[], options: Command["options"]): string
   return out;
 }
 
-/** Runs the CLI on `args`; resolves to the exit code. */
+function usageText(command: Command): string {
+  return command.usage.endsWith("\n") ? command.usage : command.usage + "\n";
+}
+
+/**
+ * Runs the CLI on `args`; resolves to the exit code: 0, 1 for a failure
+ * (`dotllm: <message>` on stderr), 2 for a usage error (one line naming the
+ * `--help` to read).
+ */
 export async function main(args: string[]): Promise<number> {
   const [name, ...rest] = args;
-  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+  if (name === "--help" || name === "-h" || (name === "help" && rest.length === 0)) {
     writeStdout(helpText());
-    return name === undefined ? 2 : 0;
+    return 0;
   }
   if (name === "--version" || name === "-V") {
     writeStdout(`dotllm ${VERSION}\n`);
     return 0;
   }
-  const command = commands.find((c) => c.name === name);
+  const helpFor = name === "help" ? rest[0] : undefined;
+  const command = commands.find((c) => c.name === (helpFor ?? name));
   try {
-    if (command === undefined) throw new UsageError(`unknown command "${name}"`);
-    if (rest.includes("--help") || rest.includes("-h")) {
-      writeStdout(command.usage.endsWith("\n") ? command.usage : command.usage + "\n");
+    if (name === undefined) throw new UsageError("missing command");
+    if (command === undefined) {
+      throw new UsageError(`unknown command "${helpFor ?? name}"`);
+    }
+    if (helpFor !== undefined || rest.includes("--help") || rest.includes("-h")) {
+      writeStdout(usageText(command));
       return 0;
     }
     let parsed;
@@ -92,19 +111,22 @@ export async function main(args: string[]): Promise<number> {
       parsed = parseArgs({ args, options: command.options, allowPositionals: true });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      throw new UsageError(message.split("\n")[0]);
+      // parseArgs adds a sentence about `--` to an unknown option: keep the first.
+      const unknown = /^Unknown option '[^']*'/.exec(message);
+      throw new UsageError(unknown ? unknown[0] : message.split("\n")[0]);
     }
     await prepareLibrary();
     return await command.run(parsed.values, parsed.positionals);
   } catch (error) {
     if (isBrokenPipe(error)) return 0;
     const message = error instanceof Error ? error.message : String(error);
+    const prefix = errorStyle("dotllm:");
     if (error instanceof UsageError) {
       const hint = command ? `dotllm ${command.name} --help` : "dotllm --help";
-      writeStderr(`dotllm: ${message} (see \`${hint}\`)\n`);
+      writeStderr(`${prefix} ${message} (see \`${hint}\`)\n`);
       return 2;
     }
-    writeStderr(`dotllm: ${message}\n`);
+    writeStderr(`${prefix} ${message}\n`);
     return 1;
   }
 }

@@ -39,7 +39,7 @@ Deno.test("Llm: greedy pieces are llama.cpp's ids and text, with raw-softmax log
 });
 
 Deno.test("Llm: stop strings, seeds, break, AbortSignal, close", async () => {
-  const llm = await Llm.load(STORIES, { threads: 1, contextSize: 256 });
+  const llm = await Llm.load(STORIES, { threads: 1, contextSize: 1024 });
   const collect = async (iterable: AsyncIterable<{ text: string; token: number }>) => {
     const out = { text: "", tokens: [] as number[] };
     for await (const p of iterable) {
@@ -65,15 +65,21 @@ Deno.test("Llm: stop strings, seeds, break, AbortSignal, close", async () => {
   }
   assert.equal(count, 3);
 
+  // Unstopped, "Once" runs to the 1000-token limit; aborted after 5 pieces, it
+  // ends at the loop's next look at the signal (it yields at least every 50 ms).
+  const full = await collect(llm.generate("Once", { temperature: 0, maxTokens: 1000 }));
+  assert.equal(full.tokens.length, 1000);
   const controller = new AbortController();
   const seen: number[] = [];
+  const signal = controller.signal;
   await assert.rejects(async () => {
-    for await (const p of llm.generate("Once", { temperature: 0, signal: controller.signal })) {
+    for await (const p of llm.generate("Once", { temperature: 0, maxTokens: 1000, signal })) {
       seen.push(p.token);
       if (seen.length === 5) controller.abort();
     }
   }, (error: Error) => error.name === "AbortError");
-  assert.ok(seen.length >= 5 && seen.length < 200, String(seen.length));
+  assert.ok(seen.length >= 5 && seen.length < 1000, String(seen.length));
+  assert.deepEqual(seen, full.tokens.slice(0, seen.length));
   await assert.rejects(
     () => collect(llm.generate("x", { signal: AbortSignal.abort() })),
     (error: Error) => error.name === "AbortError",

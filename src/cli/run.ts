@@ -13,6 +13,7 @@ import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
+import { warmUp } from "./terminal.ts";
 import { loadRunTokenizer, runKernels } from "./_run_deps.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
@@ -264,6 +265,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
   const args = parseRunArgs(values, positionals);
   const model = loadModel(args);
   try {
+    warmUp(model.gguf.bytes, args.model);
     const tokenizer = loadRunTokenizer(model.gguf);
     const sampler = new Sampler(model.config.vocabSize, args.sampling, args.seed);
     const loadMs = performance.now() - start;
