@@ -26,7 +26,7 @@ const { values } = parseArgs({
   args: process.argv.slice(2),
   options: { threads: { type: "string" } },
 });
-const threads = values.threads ?? "0";
+const threadArgs = values.threads === undefined ? [] : ["-t", values.threads];
 
 const release = await new Deno.Command(Deno.execPath(), {
   args: ["run", "-A", join(root, "scripts/release.ts"), platformName()],
@@ -70,8 +70,7 @@ try {
             pp,
             "-n",
             tg,
-            "-t",
-            threads,
+            ...threadArgs,
             "-r",
             "3",
             "--json",
