@@ -236,6 +236,7 @@ export class Llm {
     this.model.close();
   }
 
+  /** {@linkcode close}, for `using llm = await Llm.load(...)`. */
   [Symbol.dispose](): void {
     this.close();
   }
