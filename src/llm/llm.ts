@@ -162,9 +162,11 @@ export class Llm {
    * Generates from `prompt` (text, or token ids) on a fresh sequence. Yields
    * a piece per generated token (end-of-generation tokens are not yielded);
    * the iterator's return value is the whole result (text, tokens, finish
-   * reason, timings). Pieces are delivered whenever the loop yields to the
-   * event loop (at least every 50 ms), so the consumer may see a few at once.
-   * Breaking out of the loop stops generation.
+   * reason, timings). A token's piece is handed out once the next token has
+   * been sampled (its text is final then) or generation has ended, whenever
+   * the loop yields to the event loop (at least every 50 ms): the consumer
+   * may see a few at once. Breaking out of the loop stops generation; so does
+   * aborting `signal`, after which the iterator throws `signal.reason`.
    */
   async *generate(
     prompt: string | ArrayLike<number>,
