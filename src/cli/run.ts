@@ -7,13 +7,13 @@
 import { readFileSync } from "node:fs";
 import process from "node:process";
 import { isatty } from "node:tty";
+import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
 import { generate, type GenerationResult } from "../generation/mod.ts";
 import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
-import { warmUp } from "./terminal.ts";
 import { loadRunTokenizer, runKernels } from "./_run_deps.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
