@@ -13,6 +13,7 @@ pub const matmul = @import("matmul.zig");
 pub const kernels = @import("kernels.zig");
 pub const attention = @import("attention.zig");
 pub const membench = @import("membench.zig");
+pub const graph = @import("graph.zig");
 
 /// Panics on a pool worker are reported to the dispatching caller instead of
 /// aborting (see `pool.zig`); anywhere else this is Zig's default handler.
@@ -20,7 +21,7 @@ pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 4;
+pub const abi_version: u32 = 5;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -36,6 +37,7 @@ comptime {
     _ = kernels;
     _ = attention;
     _ = membench;
+    _ = graph;
 }
 
 test {

@@ -60,6 +60,11 @@ pub const Pool = struct {
     caller_parked: Atomic(u32) = .init(0),
     panicked: Atomic(u32) = .init(0),
 
+    // The graph barrier (see `barrier`): arrivals and the phase they wait to change.
+    barrier_arrived: Atomic(u32) align(cache_line) = .init(0),
+    barrier_phase: Atomic(u32) align(cache_line) = .init(0),
+    barrier_sleepers: Atomic(u32) = .init(0),
+
     thread_count: u32,
     /// Spins before parking: `spin_count_max`, or almost none when the pool has more
     /// threads than CPUs (a spinning thread would then steal the CPU of the one it waits for).
@@ -127,6 +132,33 @@ pub const Pool = struct {
                 func(@ptrCast(@alignCast(erased)), index, count);
             }
         };
+        if (graph_pool) |graph| {
+            std.debug.assert(graph == pool);
+            // Inside a graph every thread calls `run` with the same arguments. A small
+            // step runs on thread 0 alone; a parallel one waits for thread 0's serial
+            // steps, computes this thread's share, then waits for the others.
+            if (pool.thread_count == 1 or work_units < parallel_threshold) {
+                if (graph_index == 0) func(context, 0, 1);
+                // A worker that has just joined saw every earlier step's results
+                // through the wake-up itself.
+                if (!graph_joining) graph_serial_pending = true;
+                return .ok;
+            }
+            graph_joining = false;
+            if (graph_index == 0 and !graph_state.?.workers_joined) {
+                // The first parallel step: the workers start here, so no earlier serial
+                // step of the caller's is pending for them.
+                pool.wakeIntoGraph();
+                graph_serial_pending = false;
+            }
+            if (graph_serial_pending) {
+                graph_serial_pending = false;
+                const status = pool.barrier();
+                if (status != .ok) return status;
+            }
+            func(context, graph_index, pool.thread_count);
+            return pool.barrier();
+        }
         if (pool.thread_count == 1 or work_units < parallel_threshold) {
             func(context, 0, 1);
             return .ok;
@@ -134,16 +166,117 @@ pub const Pool = struct {
         return pool.dispatch(Wrapper.call, context);
     }
 
+    /// Runs `func(context)` on the thread with index 0 only. Outside a graph that is
+    /// the caller; inside one, the others wait for it at the next parallel step.
+    pub fn runSerial(pool: *Pool, comptime Context: type, context: *const Context, comptime func: fn (*const Context) void) Status {
+        if (graph_pool) |graph| {
+            std.debug.assert(graph == pool);
+        } else {
+            func(context);
+            return .ok;
+        }
+        if (graph_index == 0) func(context);
+        if (!graph_joining) graph_serial_pending = true;
+        return .ok;
+    }
+
+    /// Runs a graph: `func(context, first_step)` walks its steps from `first_step`,
+    /// calling `graphStep(n)` before step n and the kernels' `run` inside, which
+    /// inside a graph becomes "this thread's share, then the barrier" instead of a
+    /// dispatch. The caller starts alone and runs small steps by itself; the
+    /// workers are woken at the first parallel step and join the walk there, so a
+    /// graph of small steps never wakes them.
+    pub fn runGraph(
+        pool: *Pool,
+        comptime Context: type,
+        context: *const Context,
+        comptime func: fn (*const Context, usize) Status,
+    ) Status {
+        std.debug.assert(graph_pool == null);
+        const Joiner = struct {
+            fn call(erased: *const anyopaque, index: u32, _: u32) void {
+                const graph: *const GraphState = @ptrCast(@alignCast(erased));
+                enterGraph(graph.pool, index);
+                defer graph_pool = null;
+                const status = func(@ptrCast(@alignCast(graph.context)), graph.first_step);
+                if (status != .ok) graph.status.store(@intFromEnum(status), .monotonic);
+            }
+        };
+        var status: Atomic(i32) = .init(0);
+        var graph: GraphState = .{
+            .pool = pool,
+            .context = context,
+            .status = &status,
+            .join_fn = Joiner.call,
+        };
+        pool.barrier_arrived.store(0, .monotonic);
+        enterGraph(pool, 0);
+        graph_state = &graph;
+        const own = func(context, 0);
+        graph_pool = null;
+        graph_state = null;
+        const joined = if (graph.workers_joined) pool.join() else Status.ok;
+        if (own != .ok) return own;
+        if (joined != .ok) return joined;
+        return @enumFromInt(status.load(.monotonic));
+    }
+
+    /// Wakes the workers into the running graph at the caller's current step.
+    fn wakeIntoGraph(pool: *Pool) void {
+        const graph = graph_state.?;
+        graph.first_step = graph_step;
+        graph.workers_joined = true;
+        pool.publish(graph.join_fn, graph);
+    }
+
+    /// Waits until every thread of a graph has arrived: spins, then parks on a futex.
+    /// Returns `worker_panicked` (without waiting further) once a worker has panicked,
+    /// so a graph never hangs on a thread that will not arrive.
+    pub fn barrier(pool: *Pool) Status {
+        if (pool.thread_count == 1) return .ok;
+        const phase = pool.barrier_phase.load(.acquire);
+        if (pool.barrier_arrived.fetchAdd(1, .acq_rel) + 1 == pool.thread_count) {
+            pool.barrier_arrived.store(0, .monotonic);
+            pool.barrier_phase.store(phase +% 1, .release);
+            if (pool.barrier_sleepers.load(.seq_cst) > 0) Futex.wake(&pool.barrier_phase, std.math.maxInt(u32));
+            return .ok;
+        }
+        var spins: u32 = 0;
+        while (pool.barrier_phase.load(.acquire) == phase) {
+            if (pool.panicked.load(.acquire) != 0) return .worker_panicked;
+            if (spins < pool.spin_limit) {
+                std.atomic.spinLoopHint();
+                spins += 1;
+                continue;
+            }
+            _ = pool.barrier_sleepers.fetchAdd(1, .seq_cst);
+            if (pool.barrier_phase.load(.seq_cst) == phase) {
+                // Timed, so a panicked worker (which never arrives) is noticed.
+                Futex.timedWait(&pool.barrier_phase, phase, std.time.ns_per_ms) catch {};
+            }
+            _ = pool.barrier_sleepers.fetchSub(1, .seq_cst);
+        }
+        return .ok;
+    }
+
     fn dispatch(pool: *Pool, job_fn: JobFn, job_context: *const anyopaque) Status {
+        pool.publish(job_fn, job_context);
+        job_fn(job_context, 0, pool.thread_count);
+        return pool.join();
+    }
+
+    /// Hands a job to every worker (the caller runs its own share itself).
+    fn publish(pool: *Pool, job_fn: JobFn, job_context: *const anyopaque) void {
         const worker_count = pool.thread_count - 1;
         pool.job_fn = job_fn;
         pool.job_context = job_context;
         pool.remaining.store(worker_count, .monotonic);
         _ = pool.generation.fetchAdd(1, .seq_cst);
         if (pool.sleepers.load(.seq_cst) > 0) Futex.wake(&pool.generation, std.math.maxInt(u32));
+    }
 
-        job_fn(job_context, 0, pool.thread_count);
-
+    /// Waits until every worker has finished the published job.
+    fn join(pool: *Pool) Status {
         var spins: u32 = 0;
         while (true) {
             const left = pool.remaining.load(.acquire);
@@ -196,6 +329,40 @@ pub const Pool = struct {
 
 /// The pool and index of the worker running on this thread (null on other threads).
 threadlocal var worker_pool: ?*Pool = null;
+/// The pool whose graph this thread is running (see `Pool.runGraph`), and its index.
+threadlocal var graph_pool: ?*Pool = null;
+threadlocal var graph_index: u32 = 0;
+/// True when thread 0 has run serial steps since the last barrier: the next parallel
+/// step must first wait for them (consecutive serial steps need no barrier).
+threadlocal var graph_serial_pending: bool = false;
+/// The step a graph walk is at (set by `graphStep`), and, on the caller, its state.
+threadlocal var graph_step: usize = 0;
+/// True on a worker from joining a graph until its first parallel step.
+threadlocal var graph_joining: bool = false;
+threadlocal var graph_state: ?*GraphState = null;
+
+/// A running graph, as the caller shares it with the workers when they join.
+const GraphState = struct {
+    pool: *Pool,
+    context: *const anyopaque,
+    status: *Atomic(i32),
+    join_fn: JobFn,
+    first_step: usize = 0,
+    workers_joined: bool = false,
+};
+
+fn enterGraph(pool: *Pool, index: u32) void {
+    graph_pool = pool;
+    graph_index = index;
+    graph_joining = index != 0;
+    graph_serial_pending = false;
+    graph_step = 0;
+}
+
+/// Called by a graph walk before each step (see `Pool.runGraph`).
+pub fn graphStep(step: usize) void {
+    graph_step = step;
+}
 threadlocal var worker_index: u32 = 0;
 threadlocal var worker_generation: u32 = 0;
 
@@ -215,6 +382,7 @@ pub fn panicHandler(message: []const u8, first_trace_address: ?usize) noreturn {
     const pool = worker_pool orelse std.debug.defaultPanic(message, first_trace_address);
     std.debug.print("dotllm: pool worker {d} panicked: {s}\n", .{ worker_index, message });
     pool.panicked.store(1, .release);
+    graph_pool = null;
     pool.finishShare();
     // The panicking job's frames are abandoned (kernels hold no resources).
     pool.serve(worker_index, worker_generation);

@@ -23,6 +23,7 @@
  * @module
  */
 import type { Native } from "../native/mod.ts";
+import { F32Arg, GraphRecorder, OpCode } from "./_graph.ts";
 
 /** ggml ids of the weight and cache types the kernels compute with. */
 export const WeightType = {
@@ -82,6 +83,8 @@ export class Kernels {
   #native: Native;
   #pool: number;
   #scratchBytes = 0;
+  #graph: GraphRecorder | undefined;
+  #recording = false;
   /** The number of threads (the caller's plus the workers). */
   readonly threadCount: number;
 
@@ -114,6 +117,43 @@ export class Kernels {
     if (status !== 0) {
       throw new Error("a native pool worker panicked (its message is on stderr)");
     }
+  }
+
+  /**
+   * Starts recording: until {@linkcode endGraph}, kernel calls are checked and
+   * queued instead of run, and `endGraph` runs them all in one native call with
+   * one pool dispatch (the workers wait at a barrier between kernels). Results
+   * are bit-identical to calling the kernels one by one. Outputs may be read
+   * only after `endGraph`.
+   */
+  beginGraph(): void {
+    if (this.#recording) throw new Error("beginGraph: already recording");
+    this.#graph ??= new GraphRecorder(this.#native);
+    this.#graph.count = 0;
+    this.#recording = true;
+  }
+
+  /** Runs the recorded kernels and stops recording. */
+  endGraph(): void {
+    if (!this.#recording) throw new Error("endGraph without beginGraph");
+    this.#recording = false;
+    const graph = this.#graph!;
+    if (graph.count === 0) return;
+    const status = this.#native.fn.dotllm_graph_run(this.#handle, graph.address, graph.count);
+    if (status < 0) throw new Error("dotllm_graph_run refused an op (a recorder bug)");
+    this.#check(status);
+  }
+
+  /** Drops the recorded kernels and stops recording. */
+  cancelGraph(): void {
+    this.#recording = false;
+  }
+
+  /** Queues an op when recording; returns false when the caller should run it now. */
+  #record(code: number, type: number, args: ReadonlyArray<number | F32Arg>): boolean {
+    if (!this.#recording) return false;
+    this.#graph!.push(code, type, args);
+    return true;
   }
 
   /**
@@ -152,6 +192,17 @@ export class Kernels {
     checkCount("rows", rows);
     checkCount("cols", cols);
     checkCount("tokens", tokens);
+    if (type === WeightType.Q8_0) {
+      if (cols % Q8_0_BLOCK !== 0) {
+        throw new RangeError(`Q8_0 matmul needs cols % 32 == 0, got ${cols}`);
+      }
+      if (tokens * (cols / Q8_0_BLOCK) * Q8_ACTIVATION_BLOCK_BYTES > this.#scratchBytes) {
+        this.reserve(tokens, cols);
+      }
+    } else if (type !== WeightType.F32 && type !== WeightType.F16 && type !== WeightType.BF16) {
+      throw new RangeError(`Unsupported matmul weight type ${type}`);
+    }
+    if (this.#record(OpCode.matmul, type, [out, weight, x, rows, cols, tokens])) return;
     const fn = this.#native.fn;
     const pool = this.#handle;
     switch (type) {
@@ -161,17 +212,8 @@ export class Kernels {
         return this.#check(fn.dotllm_matmul_f16(pool, out, weight, x, rows, cols, tokens));
       case WeightType.BF16:
         return this.#check(fn.dotllm_matmul_bf16(pool, out, weight, x, rows, cols, tokens));
-      case WeightType.Q8_0: {
-        if (cols % Q8_0_BLOCK !== 0) {
-          throw new RangeError(`Q8_0 matmul needs cols % 32 == 0, got ${cols}`);
-        }
-        if (tokens * (cols / Q8_0_BLOCK) * Q8_ACTIVATION_BLOCK_BYTES > this.#scratchBytes) {
-          this.reserve(tokens, cols);
-        }
-        return this.#check(fn.dotllm_matmul_q8_0(pool, out, weight, x, rows, cols, tokens));
-      }
       default:
-        throw new RangeError(`Unsupported matmul weight type ${type}`);
+        return this.#check(fn.dotllm_matmul_q8_0(pool, out, weight, x, rows, cols, tokens));
     }
   }
 
@@ -183,6 +225,7 @@ export class Kernels {
     checkCount("n", n);
     checkCount("tokens", tokens);
     checkFinite("eps", eps);
+    if (this.#record(OpCode.rmsnorm, 0, [out, x, weight, n, tokens, new F32Arg(eps)])) return;
     this.#check(this.#native.fn.dotllm_rmsnorm_f32(this.#handle, out, x, weight, n, tokens, eps));
   }
 
@@ -219,6 +262,9 @@ export class Kernels {
       throw new RangeError(`freqBase must be positive, got ${freqBase}`);
     }
     if (freqFactors !== 0) checkAddress("freqFactors", freqFactors);
+    const ropeArgs = [x, tokens, heads, headDim, ropeDims, posStart] as const;
+    const base = new F32Arg(freqBase);
+    if (this.#record(OpCode.rope, 0, [...ropeArgs, base, freqFactors, neox ? 1 : 0])) return;
     this.#check(
       this.#native.fn.dotllm_rope_f32(
         this.#handle,
@@ -252,6 +298,10 @@ export class Kernels {
     checkCount("pos", pos, 0);
     checkCount("tokens", tokens);
     checkCount("kvDim", kvDim);
+    if (cacheType !== WeightType.F32 && cacheType !== WeightType.F16) {
+      throw new RangeError(`Unsupported KV cache type ${cacheType}`);
+    }
+    if (this.#record(OpCode.storeKv, cacheType, [cache, src, pos, tokens, kvDim])) return;
     const fn = this.#native.fn;
     if (cacheType === WeightType.F32) fn.dotllm_store_kv_f32(cache, src, pos, tokens, kvDim);
     else if (cacheType === WeightType.F16) fn.dotllm_store_kv_f16(cache, src, pos, tokens, kvDim);
@@ -292,6 +342,12 @@ export class Kernels {
     if (headDim > HEAD_DIM_MAX) {
       throw new RangeError(`headDim must be at most ${HEAD_DIM_MAX}, got ${headDim}`);
     }
+    if (cacheType !== WeightType.F32 && cacheType !== WeightType.F16) {
+      throw new RangeError(`Unsupported KV cache type ${cacheType}`);
+    }
+    const shape = [tokens, posStart, heads, kvHeads, headDim] as const;
+    const recorded = [out, q, kCache, vCache, ...shape, new F32Arg(scale)];
+    if (this.#record(OpCode.attention, cacheType, recorded)) return;
     const fn = this.#native.fn;
     const pool = this.#handle;
     const args = [
@@ -317,6 +373,7 @@ export class Kernels {
     checkAddress("gate", gate);
     checkAddress("up", up);
     checkCount("n", n);
+    if (this.#record(OpCode.swiglu, 0, [out, gate, up, n])) return;
     this.#check(this.#native.fn.dotllm_swiglu_f32(this.#handle, out, gate, up, n));
   }
 
@@ -326,6 +383,7 @@ export class Kernels {
     checkAddress("a", a);
     checkAddress("b", b);
     checkCount("n", n);
+    if (this.#record(OpCode.add, 0, [out, a, b, n])) return;
     this.#check(this.#native.fn.dotllm_add_f32(this.#handle, out, a, b, n));
   }
 
@@ -356,6 +414,16 @@ export class Kernels {
         throw new RangeError(`Token id ${id} is outside the table's ${rowCount} rows`);
       }
     }
+    if (type === WeightType.Q8_0 && rowLength % Q8_0_BLOCK !== 0) {
+      throw new RangeError(`Q8_0 rows need rowLength % 32 == 0, got ${rowLength}`);
+    }
+    if (
+      type !== WeightType.F32 && type !== WeightType.F16 && type !== WeightType.BF16 &&
+      type !== WeightType.Q8_0
+    ) {
+      throw new RangeError(`Unsupported embedding type ${type}`);
+    }
+    if (this.#record(OpCode.getRows, type, [out, table, ids, count, rowLength])) return;
     const fn = this.#native.fn;
     switch (type) {
       case WeightType.F32:
@@ -364,13 +432,8 @@ export class Kernels {
         return fn.dotllm_get_rows_f16(out, table, ids, count, rowLength);
       case WeightType.BF16:
         return fn.dotllm_get_rows_bf16(out, table, ids, count, rowLength);
-      case WeightType.Q8_0:
-        if (rowLength % Q8_0_BLOCK !== 0) {
-          throw new RangeError(`Q8_0 rows need rowLength % 32 == 0, got ${rowLength}`);
-        }
-        return fn.dotllm_get_rows_q8_0(out, table, ids, count, rowLength);
       default:
-        throw new RangeError(`Unsupported embedding type ${type}`);
+        return fn.dotllm_get_rows_q8_0(out, table, ids, count, rowLength);
     }
   }
 
@@ -378,6 +441,7 @@ export class Kernels {
   softmax(x: number, n: number): void {
     checkAddress("x", x);
     checkCount("n", n);
+    if (this.#recording) throw new Error("softmax is not recorded in graphs");
     this.#native.fn.dotllm_softmax_f32(x, n);
   }
 
@@ -389,6 +453,8 @@ export class Kernels {
   /** Stops and joins the workers. Later calls throw; closing twice is a no-op. */
   close(): void {
     if (this.#pool === 0) return;
+    this.#graph?.free();
+    this.#graph = undefined;
     this.#native.fn.dotllm_pool_destroy(this.#pool);
     this.#pool = 0;
   }

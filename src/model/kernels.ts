@@ -78,6 +78,14 @@ export interface ModelKernels {
     rowLength: number,
     rowCount: number,
   ): void;
+  /**
+   * Optional batching: calls between `beginGraph` and `endGraph` may be queued
+   * and run together at `endGraph` (outputs are valid only after it);
+   * `cancelGraph` drops what was queued.
+   */
+  beginGraph?(): void;
+  endGraph?(): void;
+  cancelGraph?(): void;
   /** Releases threads and scratch. */
   close(): void;
 }

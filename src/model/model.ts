@@ -237,8 +237,24 @@ export class LlamaModel {
     return this.#logitsView;
   }
 
-  /** One batch of `T` tokens (ids already in `#ids`) at positions `pos...`. */
+  /**
+   * One batch of `T` tokens (ids already in `#ids`) at positions `pos...`, run
+   * as one graph where the kernels support it (one native call per batch).
+   */
   #batch(T: number, pos: number, computeLogits: boolean): void {
+    const k = this.kernels;
+    k.beginGraph?.();
+    try {
+      this.#layers(T, pos, computeLogits);
+    } catch (error) {
+      k.cancelGraph?.();
+      throw error;
+    }
+    k.endGraph?.();
+  }
+
+  /** The forward pass of one batch, kernel by kernel. */
+  #layers(T: number, pos: number, computeLogits: boolean): void {
     const c = this.config;
     const w = this.weights;
     const k = this.kernels;

@@ -29,7 +29,7 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 4;
+export const ABI_VERSION = 5;
 
 const MATMUL_ARGS = ["ptr", "ptr", "ptr", "ptr", "usize", "usize", "usize"] as const;
 const STORE_KV_ARGS = ["ptr", "ptr", "usize", "usize", "usize"] as const;
@@ -104,6 +104,8 @@ export const symbols = {
   dotllm_attention_f16: { args: ATTENTION_ARGS, result: "i32" },
   // ffi/membench.zig
   dotllm_bench_read: { args: ["ptr", "ptr", "usize"], result: "u64" },
+  // ffi/graph.zig
+  dotllm_graph_run: { args: ["ptr", "ptr", "usize"], result: "i32" },
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The symbol table's type. */
