@@ -36,7 +36,7 @@ const options = { prompt: "Once upon a time", maxTokens: tokens, collectText: fa
 // Warm up (JIT, page-in of the weights), then measure a second, identical run.
 await generate(model, tokenizer, new Sampler(model.config.vocabSize, { temperature: 0 }, 1), {
   ...options,
-  maxTokens: 64,
+  maxTokens: 500,
 });
 const sampler = new Sampler(model.config.vocabSize, { temperature: 0 }, 1);
 gc();

@@ -125,7 +125,7 @@ export async function generate(
   const one = new Int32Array(1);
   const timings: GenerationTimings = {
     prefillMs: 0,
-    prefillTokens: prompt.length,
+    prefillTokens: 0,
     decodeMs: 0,
     decodeTokens: 0,
     samplingMs: 0,
@@ -134,15 +134,27 @@ export async function generate(
 
   sampler.reset();
   for (let i = 0; i < prompt.length; i++) sampler.accept(prompt[i]);
+  // Prefill, one batch per call, so an interrupt is seen between batches.
   let t0 = performance.now();
-  let logits = model.forward(prompt, 0);
+  let logits: Float32Array = new Float32Array(0);
+  let finishReason: FinishReason = "length";
+  let lastYield = t0;
+  for (let start = 0; start < prompt.length; start += model.batchSize) {
+    if (shouldStop !== undefined && start > 0) {
+      await yieldToEventLoop();
+      lastYield = performance.now();
+      if (shouldStop()) finishReason = "interrupted";
+    }
+    if (finishReason === "interrupted") break;
+    const batch = prompt.subarray(start, start + model.batchSize);
+    logits = model.forward(batch, start);
+    timings.prefillTokens = start + batch.length;
+  }
   timings.prefillMs = performance.now() - t0;
 
   let count = 0;
   let pos = prompt.length;
-  let finishReason: FinishReason = "length";
-  let lastYield = performance.now();
-  for (;;) {
+  while (finishReason !== "interrupted") {
     if (maxTokens >= 0 && count >= maxTokens) {
       finishReason = "length";
       break;
