@@ -43,7 +43,7 @@ export interface EncodeOptions {
 
 /** Words cached per tokenizer before the cache is emptied. */
 const WORD_CACHE_MAX = 100_000;
-const textDecoder = new TextDecoder("utf-8");
+const textDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /** A model's tokenizer (SentencePiece BPE, byte-level BPE or WordPiece). */
 export class Tokenizer {
