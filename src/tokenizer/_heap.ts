@@ -62,8 +62,9 @@ export class PairHeap {
     }
   }
 
-  /** Removes the top; its fields are then `topLeft`, `topRight`, `topSize`. */
+  /** Removes the top; its fields are then `topPriority`, `topLeft`, `topRight`, `topSize`. */
   pop(): void {
+    this.topPriority = this.#priority[0];
     this.topLeft = this.#left[0];
     this.topRight = this.#right[0];
     this.topSize = this.#size[0];
@@ -86,6 +87,7 @@ export class PairHeap {
     }
   }
 
+  topPriority = 0;
   topLeft = 0;
   topRight = 0;
   topSize = 0;
