@@ -60,7 +60,12 @@ export function bpeEncodeWord(
     const rank = mergeRanks.get(id[left], id[right]);
     if (rank >= 0) heap.push(rank, left, right, len[left] + len[right]);
   };
-  for (let i = 1; i < n; i++) tryPair(i - 1, i);
+  for (let i = 1; i < n; i++) {
+    if (id[i - 1] < 0 || id[i] < 0) continue;
+    const rank = mergeRanks.get(id[i - 1], id[i]);
+    if (rank >= 0) heap.add(rank, i - 1, i, 2);
+  }
+  heap.heapify();
   while (heap.length > 0) {
     heap.pop();
     const left = heap.topLeft, right = heap.topRight;

@@ -58,7 +58,12 @@ export function spmEncode(
     if (id === undefined) return;
     heap.push(-scores[id], left, right, size);
   };
-  for (let i = 1; i < n; i++) tryPair(i - 1, i);
+  for (let i = 1; i < n; i++) {
+    const size = len[i - 1] + len[i];
+    const id = tokenToId.get(text.substr(start[i - 1], size));
+    if (id !== undefined) heap.add(-scores[id], i - 1, i, size);
+  }
+  heap.heapify();
   while (heap.length > 0) {
     heap.pop();
     const left = heap.topLeft, right = heap.topRight;
