@@ -7,6 +7,7 @@
  * @module
  */
 import { type Gguf, GgufArray, type GgufValue, GgufValueType } from "../gguf/reader.ts";
+import { PairMap } from "./_pair_map.ts";
 import { type PreTokenizer, preTokenizer } from "./pretokenize.ts";
 
 /** A malformed or unsupported tokenizer in a GGUF file, or a bad token id. */
@@ -58,8 +59,10 @@ export interface Vocab {
   readonly scores: Float32Array;
   readonly attrs: Uint16Array;
   readonly tokenToId: ReadonlyMap<string, number>;
-  /** BPE merge ranks keyed by `left + "\u0001" + right`. */
-  readonly mergeRanks: ReadonlyMap<string, number>;
+  /** BPE merge rank of a pair of token ids (-1: no merge). */
+  readonly mergeRanks: PairMap;
+  /** The token id of each merge's result (by rank), or -1 when it is not a token. */
+  readonly mergeResults: Int32Array;
   readonly bos: number;
   readonly eos: number;
   readonly eot: number;
@@ -260,7 +263,8 @@ export function loadVocab(gguf: Gguf): Vocab {
     if (t.length > maxTokenLength) maxTokenLength = t.length;
   }
 
-  const mergeRanks = new Map<string, number>();
+  let mergeRanks = new PairMap(0);
+  let mergeResults = new Int32Array(0);
   if (kind === "bpe") {
     const mergeArray = getArray(gguf, "tokenizer.ggml.merges", undefined);
     if (mergeArray === undefined) throw new TokenizerError("no tokenizer.ggml.merges in the file");
@@ -268,18 +272,20 @@ export function loadVocab(gguf: Gguf): Vocab {
       throw new TokenizerError("tokenizer.ggml.merges must be an array of strings");
     }
     const merges = mergeArray.strings();
+    mergeResults = new Int32Array(merges.length);
+    mergeRanks = new PairMap(merges.length);
     for (let i = 0; i < merges.length; i++) {
       const m = merges[i];
       const space = m.indexOf(" ", 1);
-      const left = space < 0 ? "" : m.slice(0, space);
-      const right = space < 0 ? "" : m.slice(space + 1);
-      if (!tokenToId.has(left) || !tokenToId.has(right)) {
+      const left = space < 0 ? undefined : tokenToId.get(m.slice(0, space));
+      const right = space < 0 ? undefined : tokenToId.get(m.slice(space + 1));
+      if (left === undefined || right === undefined) {
         throw new TokenizerError(
           `tokenizer.ggml.merges[${i}] "${m}" names a token that is not in the vocabulary`,
         );
       }
-      const key = left + "\u0001" + right;
-      if (!mergeRanks.has(key)) mergeRanks.set(key, i);
+      mergeRanks.setIfAbsent(left, right, i);
+      mergeResults[i] = tokenToId.get(tokens[left] + tokens[right]) ?? NO_TOKEN;
     }
   }
 
@@ -371,6 +377,7 @@ export function loadVocab(gguf: Gguf): Vocab {
     attrs,
     tokenToId,
     mergeRanks,
+    mergeResults,
     ...ids,
     addBos,
     addEos,
