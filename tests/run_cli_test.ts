@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { parseGguf } from "../src/gguf/reader.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
+import { patchedStories } from "./_golden.ts";
 import { runCli } from "./_run_cli.ts";
 import { testdata } from "./_testdata.ts";
 
@@ -150,7 +151,7 @@ Deno.test("run: bad input is one line on stderr, nothing on stdout", async () =>
     [
       ["run", STORIES, "-p", "x", "-t", "-1"],
       2,
-      /--threads must be an integer in \[0, 1024\], got -1/,
+      /--threads must be an integer in \[0, 256\], got -1/,
     ],
     [["run", STORIES, "-p", "x", "--temp", "abc"], 2, /--temp must be a number, got "abc"/],
     [["run", STORIES, "-p", "x", "--bogus"], 2, /Unknown option '--bogus'/],
@@ -163,6 +164,15 @@ Deno.test("run: bad input is one line on stderr, nothing on stdout", async () =>
     assert.equal(out.stdout, "", args.join(" "));
     assert.match(out.stderr, message);
     assert.equal(out.stderr.trimEnd().split("\n").length, 1, out.stderr);
+  }
+  const q4 = patchedStories(2);
+  try {
+    const out = await runCli(["run", q4, "-p", "x"]);
+    assert.equal(out.code, 1);
+    assert.equal(out.stdout, "");
+    assert.match(out.stderr, /tensor "blk.0.attn_q.weight" has unsupported type Q4_0/);
+  } finally {
+    Deno.removeSync(q4);
   }
   // -n -1 is valid (until EOG or the context is full).
   const ok = await runCli(["run", STORIES, "-p", "x", "-n", "-1", "-c", "8", "-q", "--temp", "0"]);

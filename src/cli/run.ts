@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import process from "node:process";
 import { isatty } from "node:tty";
 import { GgufError } from "../gguf/reader.ts";
+import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
 import { generate, type GenerationResult } from "../generation/mod.ts";
 import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
@@ -132,7 +133,7 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
     model: positionals[0],
     prompt: "",
     nPredict: number(values, "n-predict", -1, { integer: true, min: -1 }),
-    threads: number(values, "threads", 0, { integer: true, min: 0, max: 1024 }),
+    threads: number(values, "threads", 0, { integer: true, min: 0, max: THREAD_COUNT_MAX }),
     sampling: {
       temperature: number(values, "temp", d.temperature),
       topK: number(values, "top-k", d.topK, { integer: true, min: 0 }),
