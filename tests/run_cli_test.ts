@@ -21,7 +21,7 @@ function expectedText(prompt: string, n: number): string {
   return s + d.flush();
 }
 
-Deno.test("run: greedy stories260K prints llama.cpp's text, -t 1 and -t 2, -p and stdin", async () => {
+Deno.test("run: greedy stories260K prints llama.cpp's text: -t 1, -t 2, -b 2, f32 cache, -p and stdin", async () => {
   const expected = expectedText("Once upon a time", 64);
   for (const threads of ["1", "2"]) {
     const out = await runCli([
@@ -40,6 +40,13 @@ Deno.test("run: greedy stories260K prints llama.cpp's text, -t 1 and -t 2, -p an
     assert.equal(out.stdout, expected, `-t ${threads}`);
     assert.match(out.stderr, /Prompt eval/);
     assert.match(out.stderr, /sampling: greedy/);
+  }
+  // Prefill in batches of 2 and an F32 cache give the same text.
+  const base = ["run", STORIES, "-p", "Once upon a time", "-n", "64", "--temp", "0", "-q"];
+  for (const extra of [["-b", "2"], ["--cache-type", "f32"]]) {
+    const out = await runCli([...base, ...extra]);
+    assert.equal(out.code, 0, out.stderr);
+    assert.equal(out.stdout, expected, extra.join(" "));
   }
   const piped = await runCli(["run", STORIES, "-n", "64", "--temp", "0", "-q"], {
     stdin: "Once upon a time\n",
