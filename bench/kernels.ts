@@ -104,7 +104,13 @@ const q = native.alloc(heads * headDim * 4);
 q.f32().set(random(heads * headDim, 3));
 const attnOut = native.alloc(heads * headDim * 4);
 for (
-  const [cacheType, cacheName, size] of [[WeightType.F16, "f16", 2], [WeightType.F32, "f32", 4]]
+  const [cacheType, cacheName, size] of [[WeightType.F16, "f16", 2], [
+    WeightType.F32,
+    "f32",
+    4,
+  ]] as Array<
+    [number, string, number]
+  >
 ) {
   const kc = native.alloc(seq * kvHeads * headDim * size);
   const vc = native.alloc(seq * kvHeads * headDim * size);
