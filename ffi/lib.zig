@@ -36,4 +36,5 @@ comptime {
 
 test {
     std.testing.refAllDecls(@This());
+    _ = @import("hot_path_test.zig");
 }

@@ -169,7 +169,55 @@ const Q8Job = struct {
     tokens: usize,
 };
 
+const I32x16 = @Vector(16, i32);
+const F32x16 = @Vector(16, f32);
+
+/// `dotLanes` of two weight blocks (rows r and r+1) with one activation block, in one
+/// 512-bit vector: lanes 0-7 for w0, 8-15 for w1 (each lane exactly as `dotLanes`).
+inline fn dotLanesPair(w0: *align(1) const [qk]i8, w1: *align(1) const [qk]i8, a: *const ActBlock) I32x16 {
+    const lo: @Vector(qk, i8) = w0.*;
+    const hi: @Vector(qk, i8) = w1.*;
+    const wv: @Vector(2 * qk, i8) = @shuffle(i8, lo, hi, concat_mask_64);
+    const x1: @Vector(qk, i8) = a.qs;
+    const xv: @Vector(2 * qk, i8) = @shuffle(i8, x1, x1, concat_mask_64);
+    if (comptime simd.has_avx512vnni) {
+        const wu: @Vector(2 * qk, u8) = @as(@Vector(2 * qk, u8), @bitCast(wv)) ^ @as(@Vector(2 * qk, u8), @splat(0x80));
+        const c1: I32x8 = a.neg_corr;
+        const corr: I32x16 = @shuffle(i32, c1, c1, concat_mask_16);
+        return asm ("vpdpbusd %[x], %[w], %[acc]"
+            : [acc] "=v" (-> I32x16),
+            : [_] "0" (corr),
+              [w] "v" (wu),
+              [x] "v" (xv),
+        );
+    }
+    return @shuffle(i32, dotLanesGeneric(lo, x1), dotLanesGeneric(hi, x1), concat_mask_16);
+}
+
+fn concatMask(comptime n: usize) [2 * n]i32 {
+    var mask: [2 * n]i32 = undefined;
+    for (0..n) |i| {
+        mask[i] = @intCast(i);
+        mask[n + i] = ~@as(i32, @intCast(i));
+    }
+    return mask;
+}
+const concat_mask_64 = concatMask(qk);
+const concat_mask_16 = concatMask(8);
+
+/// Broadcasts lane 2p of `v` to lanes 0-7 and lane 2p+1 to lanes 8-15.
+fn pairSplatMask(comptime p: usize) [16]i32 {
+    var mask: [16]i32 = undefined;
+    for (0..16) |i| mask[i] = @intCast(2 * p + i / 8);
+    return mask;
+}
+
+/// A register tile of R rows × T tokens. Each output element is
+/// hsum8(Σ_b cvt(lanes_b) · (dw_b · dx_b)) with lane-wise FMAs: the same arithmetic in
+/// every tile shape, so GEMV, GEMM and every thread split agree bit for bit. Even R
+/// runs row pairs in 512-bit vectors and converts the R weight scales at once.
 inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: usize, t0: usize) void {
+    if (R % 2 == 0 and simd.f32_lanes >= 16) return tileQ8Pairs(R, T, job, r0, t0);
     const nb = job.blocks_per_row;
     var acc: [R][T]F32x8 = @splat(@splat(@splat(0)));
     for (0..nb) |b| {
@@ -187,6 +235,35 @@ inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: us
     }
     inline for (0..R) |r| {
         inline for (0..T) |t| job.out[(t0 + t) * job.rows + r0 + r] = simd.hsum(8, f32, acc[r][t]);
+    }
+}
+
+inline fn tileQ8Pairs(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: usize, t0: usize) void {
+    const P = R / 2;
+    const nb = job.blocks_per_row;
+    var acc: [P][T]F32x16 = @splat(@splat(@splat(0)));
+    for (0..nb) |b| {
+        var bits: @Vector(R, f16) = undefined;
+        inline for (0..R) |r| bits[r] = job.w[(r0 + r) * nb + b].d;
+        const dw: @Vector(R, f32) = @floatCast(bits);
+        inline for (0..T) |t| {
+            const act = &job.act[(t0 + t) * nb + b];
+            const scales = dw * @as(@Vector(R, f32), @splat(job.act_scales[(t0 + t) * nb + b]));
+            inline for (0..P) |p| {
+                const lanes_i = dotLanesPair(&job.w[(r0 + 2 * p) * nb + b].qs, &job.w[(r0 + 2 * p + 1) * nb + b].qs, act);
+                const scale: F32x16 = @shuffle(f32, scales, undefined, pairSplatMask(p));
+                acc[p][t] = @mulAdd(F32x16, @floatFromInt(lanes_i), scale, acc[p][t]);
+            }
+        }
+    }
+    inline for (0..P) |p| {
+        inline for (0..T) |t| {
+            const v = acc[p][t];
+            const lo: F32x8 = @shuffle(f32, v, undefined, [8]i32{ 0, 1, 2, 3, 4, 5, 6, 7 });
+            const hi: F32x8 = @shuffle(f32, v, undefined, [8]i32{ 8, 9, 10, 11, 12, 13, 14, 15 });
+            job.out[(t0 + t) * job.rows + r0 + 2 * p] = simd.hsum(8, f32, lo);
+            job.out[(t0 + t) * job.rows + r0 + 2 * p + 1] = simd.hsum(8, f32, hi);
+        }
     }
 }
 
@@ -424,4 +501,32 @@ test "vpdpbusd lanes equal the generic lanes, including -128 weights" {
         quantizeActivations(&x, &blocks, &scales);
         try testing.expectEqual(dotLanesGeneric(w, blocks[0].qs), dotLanes(&w, &blocks[0]));
     }
+}
+
+test "Q8_0 and float GEMM rows equal GEMV of each token bit for bit" {
+    const allocator = testing.allocator;
+    const rows = 11;
+    const cols = 32 * 9;
+    const tokens = 6;
+    var prng = std.Random.DefaultPrng.init(11);
+    const wf = try allocator.alloc(f32, rows * cols);
+    defer allocator.free(wf);
+    fillRandom(prng.random(), wf, 1);
+    const w = try allocator.alloc(BlockQ8_0, rows * cols / qk);
+    defer allocator.free(w);
+    quant.quantizeRowQ8_0(wf, w);
+    const x = try allocator.alloc(f32, tokens * cols);
+    defer allocator.free(x);
+    fillRandom(prng.random(), x, 2);
+    var gemm: [tokens * rows]f32 = undefined;
+    var gemv: [tokens * rows]f32 = undefined;
+    const pool = try Pool.create(allocator, 1);
+    defer pool.destroy(allocator);
+    try pool.reserve(allocator, q8ScratchSize(cols, tokens));
+    _ = matmulQ8_0(pool, &gemm, w.ptr, x.ptr, rows, cols, tokens);
+    for (0..tokens) |t| _ = matmulQ8_0(pool, gemv[t * rows ..].ptr, w.ptr, x[t * cols ..].ptr, rows, cols, 1);
+    try testing.expectEqualSlices(f32, &gemm, &gemv);
+    _ = matmulFloat(f32, pool, &gemm, wf.ptr, x.ptr, rows, cols, tokens);
+    for (0..tokens) |t| _ = matmulFloat(f32, pool, gemv[t * rows ..].ptr, wf.ptr, x[t * cols ..].ptr, rows, cols, 1);
+    try testing.expectEqualSlices(f32, &gemm, &gemv);
 }
