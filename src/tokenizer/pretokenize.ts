@@ -353,8 +353,8 @@ function splitGpt2(cps: Uint32Array, offsets: number[]): number[] {
     const end = start + len;
     start = end;
     const cpAt = (p: number) => (p >= ini && p < end ? cps[p] : OUT);
-    // class bits, with 64 = "inside the piece" (llama.cpp's non-zero flags)
-    const fl = (p: number) => (p >= ini && p < end ? cpFlags(cps[p]) | 64 : 0);
+    // class bits, with 256 = "inside the piece" (llama.cpp's non-zero flags)
+    const fl = (p: number) => (p >= ini && p < end ? cpFlags(cps[p]) | 256 : 0);
     let prevEnd = ini;
     const add = (e: number) => {
       const n = e - prevEnd;
@@ -430,7 +430,7 @@ function splitLlama3(cps: Uint32Array, offsets: number[]): number[] {
     const end = start + len;
     start = end;
     const cpAt = (p: number) => (p >= ini && p < end ? cps[p] : OUT);
-    const fl = (p: number) => (p >= ini && p < end ? cpFlags(cps[p]) | 64 : 0);
+    const fl = (p: number) => (p >= ini && p < end ? cpFlags(cps[p]) | 256 : 0);
     let prevEnd = ini;
     const add = (e: number) => {
       const n = e - prevEnd;
