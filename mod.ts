@@ -4,4 +4,5 @@
  * @module
  */
 export * from "./src/native/mod.ts";
+export * from "./src/tokenizer/mod.ts";
 export { VERSION } from "./src/version.ts";
