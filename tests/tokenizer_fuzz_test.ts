@@ -6,6 +6,7 @@ import { BYTE_TO_CHAR } from "../src/tokenizer/unicode.ts";
 
 /** What decoding gives back, or undefined where the vocabulary cannot represent the text. */
 function expectedRoundTrip(t: Tokenizer, text: string): string | undefined {
+  if (t.vocab.kind === "wpm") return undefined; // lower-cases, drops accents and spaces
   if (t.vocab.kind === "spm") return text.replaceAll("\u2581", " "); // "▁" is SPM's space
   const bytes = new TextEncoder().encode(text);
   for (const b of bytes) if (!t.vocab.tokenToId.has(BYTE_TO_CHAR[b])) return undefined;
@@ -20,6 +21,7 @@ const FAMILIES: Array<[string, string]> = [
   ["BPE, collapsed-category regex (qwen2)", "qwen2"],
   ["BPE, digit-split regex (smollm)", "smollm"],
   ["BPE, code point regex (deepseek-llm)", "deepseek-llm"],
+  ["WordPiece (bert-bge)", "bert-bge"],
 ];
 
 const COUNT = 2000;
@@ -44,7 +46,7 @@ for (const [family, name] of FAMILIES) {
       // special parsing and BOS/EOS never throw either
       t.encode(text, { parseSpecial: true });
     }
-    assert.ok(skipped < COUNT / 10, `${skipped} strings not representable`);
+    if (t.vocab.kind !== "wpm") assert.ok(skipped < COUNT / 10, `${skipped} not representable`);
   });
 }
 
@@ -54,7 +56,9 @@ Deno.test("fuzz: long runs of one character are handled (no stack or time blow-u
     for (const ch of ["a", " ", "7", "\n", "中", "😀"]) {
       const text = ch.repeat(20_000);
       const ids = t.encode(text, { addSpecial: false });
-      assert.equal(t.decode(ids, { cleanSpaces: false }), text);
+      const want = expectedRoundTrip(t, text);
+      if (want !== undefined) assert.equal(t.decode(ids, { cleanSpaces: false }), want);
+      else assert.equal(ids.length === 0, text.trim() === "");
     }
   }
 });

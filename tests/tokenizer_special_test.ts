@@ -165,3 +165,12 @@ Deno.test("decode and tokenToPiece reject ids out of range", () => {
   assert.throws(() => t.tokenToPiece(1.5), /token id 1.5 is out of range/);
   assert.throws(() => t.createDecoder().push(9999), /out of range/);
 });
+
+Deno.test("BERT WordPiece: [CLS] ... [SEP] added, lower-cased, accents dropped, unknown words", () => {
+  const bert = tokenizerOf(vocabPath("bert-bge"));
+  const ids = bert.encode("Héllo, WORLD!");
+  assert.equal(ids[0], 101);
+  assert.equal(ids.at(-1), 102);
+  assert.deepEqual(ids.slice(1, -1), bert.encode("hello , world !", { addSpecial: false }));
+  assert.deepEqual(bert.encode("\u{10FFF}", { addSpecial: false }), [100]);
+});

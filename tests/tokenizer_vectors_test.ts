@@ -8,6 +8,7 @@ Deno.test("the vector sets cover the acceptance list", () => {
   for (
     const want of [
       "stories260K",
+      "bert-bge",
       "llama-2-tiny-random",
       "llama-spm",
       "phi-3",
@@ -26,28 +27,12 @@ Deno.test("the vector sets cover the acceptance list", () => {
 });
 
 for (const set of sets) {
-  const isBert = set.name.includes("bert");
+  // WordPiece lower-cases and drops accents: it cannot give the text back
+  const lossless = !set.name.includes("bert");
   Deno.test(`${set.name}: all 46 strings give llama.cpp's ids and decode back`, () => {
     const tokenizer = tokenizerOf(set.gguf);
     const vectors = readVectors(set.vectors);
     assert.equal(vectors.length, 46);
-    if (isBert && tokenizer.vocab.kind === "wpm") {
-      let failures = 0;
-      for (const { text, ids } of vectors) {
-        try {
-          if (
-            JSON.stringify(tokenizer.encode(text, { addSpecial: false })) !== JSON.stringify(ids)
-          ) {
-            failures++;
-          }
-        } catch (error) {
-          assert.match(String(error), /not supported/);
-          return;
-        }
-      }
-      assert.equal(failures, 0);
-      return;
-    }
     const wrong: string[] = [];
     for (const { text, ids } of vectors) {
       const got = tokenizer.encode(text, { addSpecial: false, parseSpecial: false });
@@ -57,7 +42,7 @@ for (const set of sets) {
       }
       // every vocab here is lossless: the bytes come back (llama.cpp's clean-up of
       // " ." etc. aside, which is tested on its own)
-      assert.equal(tokenizer.decode(ids, { cleanSpaces: false }), text);
+      if (lossless) assert.equal(tokenizer.decode(ids, { cleanSpaces: false }), text);
     }
     assert.deepEqual(wrong, [], `${wrong.length}/46 wrong`);
   });

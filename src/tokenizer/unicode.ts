@@ -14,6 +14,8 @@ export const CP = {
   MARK: 8,
   SYMBOL: 16,
   WHITESPACE: 32,
+  /** Cc, Cf, Co, Cs. */
+  CONTROL: 64,
 } as const;
 
 /**
@@ -55,19 +57,21 @@ const RE_N = /^\p{N}$/u;
 const RE_P = /^\p{P}$/u;
 const RE_M = /^\p{M}$/u;
 const RE_S = /^\p{S}$/u;
+const RE_C = /^[\p{Cc}\p{Cf}\p{Co}]$/u;
 
 /** Per code point class bits, filled on first use (1.1 MB, shared). */
 let flagsTable: Uint8Array | undefined;
 
 function computeFlags(cp: number): number {
   let f = 0;
-  if (cp >= 0xd800 && cp <= 0xdfff) return COMPUTED; // surrogates: category Cs
+  if (cp >= 0xd800 && cp <= 0xdfff) return COMPUTED | CP.CONTROL; // surrogates: category Cs
   const ch = String.fromCodePoint(cp);
   if (RE_L.test(ch)) f |= CP.LETTER;
   else if (RE_N.test(ch)) f |= CP.NUMBER;
   else if (RE_P.test(ch)) f |= CP.PUNCTUATION;
   else if (RE_M.test(ch)) f |= CP.MARK;
   else if (RE_S.test(ch)) f |= CP.SYMBOL;
+  else if (RE_C.test(ch)) f |= CP.CONTROL;
   if (WHITESPACE_SET.has(cp)) f |= CP.WHITESPACE;
   return f | COMPUTED;
 }
