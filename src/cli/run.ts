@@ -32,7 +32,7 @@ Options:
       --top-p P            nucleus sampling; 1 = off (default 0.95)
       --min-p P            drop tokens below P × the best one's probability (default 0.05)
       --repeat-penalty R   penalise recent tokens; 1 = off (default 1.0)
-      --repeat-last-n N    tokens the penalties look back over (default 64)
+      --repeat-last-n N    tokens the penalties look back over; -1 = the context (default 64)
       --presence-penalty P subtract P from recent tokens' logits (default 0)
       --frequency-penalty P subtract count × P (default 0)
   -s, --seed S             random seed, 0 to 4294967295; -1 = random (default), printed in the summary
@@ -140,7 +140,7 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
       topP: number(values, "top-p", d.topP, { min: 0, max: 1 }),
       minP: number(values, "min-p", d.minP, { min: 0, max: 1 }),
       repeatPenalty: number(values, "repeat-penalty", d.repeatPenalty, { min: 0 }),
-      repeatLastN: number(values, "repeat-last-n", d.repeatLastN, { integer: true, min: 0 }),
+      repeatLastN: number(values, "repeat-last-n", d.repeatLastN, { integer: true, min: -1 }),
       presencePenalty: number(values, "presence-penalty", d.presencePenalty),
       frequencyPenalty: number(values, "frequency-penalty", d.frequencyPenalty),
     },
@@ -266,6 +266,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
   const model = loadModel(args);
   try {
     const tokenizer = loadRunTokenizer(model.gguf);
+    if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
     const sampler = new Sampler(model.config.vocabSize, args.sampling, args.seed);
     const loadMs = performance.now() - start;
 
