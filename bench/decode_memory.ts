@@ -9,7 +9,7 @@
  */
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { loadRunTokenizer, runKernels } from "../src/cli/_run_deps.ts";
+import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { generate } from "../src/generation/mod.ts";
 import { LlamaModel } from "../src/model/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
@@ -27,10 +27,9 @@ const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 const rssStart = process.memoryUsage().rss;
 const model = LlamaModel.load(path, {
   threads: Number(values.threads ?? 0),
-  kernels: runKernels,
   contextSize: tokens + 64,
 });
-const tokenizer = loadRunTokenizer(model.gguf);
+const tokenizer = Tokenizer.fromGguf(model.gguf);
 const options = { prompt: "Once upon a time", maxTokens: tokens, collectText: false };
 
 // Warm up (JIT, page-in of the weights), then measure a second, identical run.

@@ -10,7 +10,7 @@
  */
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { loadRunTokenizer, runKernels } from "../src/cli/_run_deps.ts";
+import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { generate } from "../src/generation/mod.ts";
 import { LlamaModel } from "../src/model/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
@@ -32,8 +32,8 @@ const threadCounts = (values.threads ?? ["1", "2"]).map(Number);
 
 const rows: Record<string, Record<string, string>> = {};
 for (const threads of threadCounts) {
-  const model = LlamaModel.load(path, { threads, kernels: runKernels });
-  const tokenizer = loadRunTokenizer(model.gguf);
+  const model = LlamaModel.load(path, { threads });
+  const tokenizer = Tokenizer.fromGguf(model.gguf);
   const vocab = model.config.vocabSize;
   // A fixed pseudo-random prompt of ids (skipping the first 300, often special).
   const prompt = Array.from({ length: promptTokens }, (_, i) => 300 + (i * 7919) % (vocab - 300));

@@ -14,7 +14,7 @@ import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
-import { loadRunTokenizer, runKernels } from "./_run_deps.ts";
+import { Tokenizer } from "../tokenizer/mod.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
 
@@ -167,7 +167,6 @@ function loadModel(args: RunArgs): LlamaModel {
       batchSize: args.batchSize,
       cacheType: args.cacheType,
       threads: args.threads,
-      kernels: runKernels,
     });
   } catch (error) {
     if (error instanceof GgufError || error instanceof ModelError) {
@@ -265,7 +264,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
   const args = parseRunArgs(values, positionals);
   const model = loadModel(args);
   try {
-    const tokenizer = loadRunTokenizer(model.gguf);
+    const tokenizer = Tokenizer.fromGguf(model.gguf);
     if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
     const sampler = new Sampler(model.config.vocabSize, args.sampling, args.seed);
     const loadMs = performance.now() - start;

@@ -18,6 +18,7 @@
  * @module
  */
 import { parseGguf } from "../gguf/reader.ts";
+import { Kernels } from "../kernels/mod.ts";
 import type { Gguf } from "../gguf/reader.ts";
 import type { MappedFile, Native, NativeBuffer } from "../native/native.ts";
 import { loadNative } from "../native/native.ts";
@@ -59,11 +60,9 @@ export const DEFAULT_CONTEXT_MAX = 4096;
 /** The default prefill batch. */
 export const DEFAULT_BATCH_SIZE = 512;
 
-let defaultKernels: ((native: Native, threads: number) => ModelKernels) | undefined;
-
-/** Sets the kernels used when {@linkcode ModelOptions.kernels} is not given. */
-export function setDefaultKernels(factory: (native: Native, threads: number) => ModelKernels) {
-  defaultKernels = factory;
+/** The native Zig kernels on `threads` threads (0 = every CPU). */
+function nativeKernels(native: Native, threads: number): ModelKernels {
+  return new Kernels(native, threads);
 }
 
 function positiveInteger(name: string, value: number, max: number): number {
@@ -179,8 +178,7 @@ export class LlamaModel {
       this.#idsView = new Int32Array(this.#ids.buffer);
       this.#logitsView = new Float32Array(this.#logits.buffer);
 
-      const given = options.kernels ?? defaultKernels;
-      if (given === undefined) throw new Error("no kernels: call setDefaultKernels first");
+      const given = options.kernels ?? nativeKernels;
       this.#ownsKernels = typeof given === "function";
       this.kernels = typeof given === "function" ? given(native, threads) : given;
       this.kernels.reserve?.(B, Math.max(E, Q, F));
