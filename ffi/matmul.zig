@@ -66,15 +66,14 @@ inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job:
     }
 }
 
-fn matmulFloatRange(comptime W: type, job: *const FloatJob(W), index: u32, count: u32) void {
-    const range = pool_zig.split(job.rows, row_group, index, count);
-    var r = range.begin;
-    while (r + row_group <= range.end) : (r += row_group) {
+fn matmulFloatRange(comptime W: type, job: *const FloatJob(W), row_begin: usize, row_end: usize) void {
+    var r = row_begin;
+    while (r + row_group <= row_end) : (r += row_group) {
         var t: usize = 0;
         while (t + token_group <= job.tokens) : (t += token_group) tileFloat(W, row_group, token_group, job, r, t);
         while (t < job.tokens) : (t += 1) tileFloat(W, row_group, 1, job, r, t);
     }
-    while (r < range.end) : (r += 1) {
+    while (r < row_end) : (r += 1) {
         var t: usize = 0;
         while (t + token_group <= job.tokens) : (t += token_group) tileFloat(W, 1, token_group, job, r, t);
         while (t < job.tokens) : (t += 1) tileFloat(W, 1, 1, job, r, t);
@@ -84,11 +83,11 @@ fn matmulFloatRange(comptime W: type, job: *const FloatJob(W), index: u32, count
 pub fn matmulFloat(comptime W: type, pool: *Pool, out: [*]f32, w: [*]align(1) const W, x: [*]const f32, rows: usize, cols: usize, tokens: usize) pool_zig.Status {
     const job: FloatJob(W) = .{ .out = out, .w = w, .x = x, .rows = rows, .cols = cols, .tokens = tokens };
     const Runner = struct {
-        fn run(j: *const FloatJob(W), index: u32, count: u32) void {
-            matmulFloatRange(W, j, index, count);
+        fn run(j: *const FloatJob(W), begin: usize, end: usize) void {
+            matmulFloatRange(W, j, begin, end);
         }
     };
-    return pool.run(FloatJob(W), &job, Runner.run, rows * cols * tokens, parallel_threshold_macs);
+    return pool.run(FloatJob(W), &job, Runner.run, rows, row_group, rows * cols * tokens, parallel_threshold_macs);
 }
 
 // ---------------------------------------------------------------------------
@@ -285,15 +284,14 @@ inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: us
     }
 }
 
-fn matmulQ8Range(job: *const Q8Job, index: u32, count: u32) void {
-    const range = pool_zig.split(job.rows, row_group, index, count);
-    var r = range.begin;
-    while (r + row_group <= range.end) : (r += row_group) {
+fn matmulQ8Range(job: *const Q8Job, row_begin: usize, row_end: usize) void {
+    var r = row_begin;
+    while (r + row_group <= row_end) : (r += row_group) {
         var t: usize = 0;
         while (t + token_group <= job.tokens) : (t += token_group) tileQ8(row_group, token_group, job, r, t);
         while (t < job.tokens) : (t += 1) tileQ8(row_group, 1, job, r, t);
     }
-    while (r < range.end) : (r += 1) {
+    while (r < row_end) : (r += 1) {
         var t: usize = 0;
         while (t + token_group <= job.tokens) : (t += token_group) tileQ8(1, token_group, job, r, t);
         while (t < job.tokens) : (t += 1) tileQ8(1, 1, job, r, t);
@@ -307,10 +305,9 @@ const QuantizeJob = struct {
     tokens: usize,
 };
 
-fn quantizeRange(job: *const QuantizeJob, index: u32, count: u32) void {
-    const range = pool_zig.split(job.tokens, 1, index, count);
+fn quantizeRange(job: *const QuantizeJob, token_begin: usize, token_end: usize) void {
     const padded = job.act.blocks_padded;
-    for (range.begin..range.end) |t| {
+    for (token_begin..token_end) |t| {
         quantizeActivations(
             job.x[t * job.cols ..][0..job.cols],
             job.act.qs[t * padded * qk ..][0 .. padded * qk],
@@ -326,10 +323,10 @@ pub fn matmulQ8_0(pool: *Pool, out: [*]f32, w: [*]align(1) const BlockQ8_0, x: [
     const nb = cols / qk;
     const act = Activations.init(pool.scratch, nb, tokens);
     const quantize_job: QuantizeJob = .{ .x = x, .act = act, .cols = cols, .tokens = tokens };
-    const status = pool.run(QuantizeJob, &quantize_job, quantizeRange, tokens * cols, parallel_threshold_macs);
+    const status = pool.run(QuantizeJob, &quantize_job, quantizeRange, tokens, 1, tokens * cols, parallel_threshold_macs);
     if (status != .ok) return status;
     const job: Q8Job = .{ .out = out, .w = @ptrCast(w), .act = act, .rows = rows, .blocks_per_row = nb, .tokens = tokens };
-    return pool.run(Q8Job, &job, matmulQ8Range, rows * cols * tokens, parallel_threshold_macs);
+    return pool.run(Q8Job, &job, matmulQ8Range, rows, row_group, rows * cols * tokens, parallel_threshold_macs);
 }
 
 // ---------------------------------------------------------------------------
