@@ -4,9 +4,9 @@
 //! the cache type, holding positions 0 .. pos_start + tokens - 1. Token t attends to
 //! positions 0 ..= pos_start + t. Query head h reads KV head h / (heads / kv_heads).
 //!
-//! Work units are (token, KV head) pairs, dealt round-robin to the threads (later
-//! tokens see more keys, so round-robin balances a prefill). Each unit is computed
-//! by one thread the same way whatever the thread count. Softmax is computed online
+//! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads
+//! (later tokens see more keys; dynamic claiming balances a prefill). Each unit is
+//! computed by one thread the same way whatever the thread count. Softmax is computed online
 //! over blocks of `key_block` keys, so the only scratch is a fixed stack frame per
 //! worker (scores of one block and one output accumulator): nothing is allocated.
 const std = @import("std");
@@ -99,11 +99,10 @@ fn attendHead(comptime T: type, job: *const Job(T), t: usize, h: usize) void {
     for (acc, 0..) |a, i| out[i] = a * inv;
 }
 
-fn attendRange(comptime T: type, job: *const Job(T), index: u32, count: u32) void {
+/// Units are (token, KV head) pairs, token-major.
+fn attendRange(comptime T: type, job: *const Job(T), unit_begin: usize, unit_end: usize) void {
     const group = job.heads / job.kv_heads;
-    const units = job.tokens * job.kv_heads;
-    var u: usize = index;
-    while (u < units) : (u += count) {
+    for (unit_begin..unit_end) |u| {
         const t = u / job.kv_heads;
         const g = u % job.kv_heads;
         for (g * group..(g + 1) * group) |h| attendHead(T, job, t, h);
@@ -114,12 +113,12 @@ pub fn attention(comptime T: type, pool: *Pool, job: Job(T)) Status {
     std.debug.assert(job.kv_heads > 0 and job.heads % job.kv_heads == 0);
     std.debug.assert(job.head_dim > 0 and job.head_dim <= head_dim_max);
     const Runner = struct {
-        fn run(j: *const Job(T), index: u32, count: u32) void {
-            attendRange(T, j, index, count);
+        fn run(j: *const Job(T), begin: usize, end: usize) void {
+            attendRange(T, j, begin, end);
         }
     };
     const work = job.tokens * (job.pos_start + job.tokens) * job.heads * job.head_dim;
-    return pool.run(Job(T), &job, Runner.run, work, parallel_threshold);
+    return pool.run(Job(T), &job, Runner.run, job.tokens * job.kv_heads, 1, work, parallel_threshold);
 }
 
 /// Scalar reference: scores, max, exp, normalise, weighted sum of V, all in f32.

@@ -40,8 +40,14 @@ export const Q8_0_BLOCK_BYTES = 34;
 export const THREAD_COUNT_MAX = 256;
 /** Largest head dimension RoPE and attention accept (as `ffi/kernels.zig`). */
 export const HEAD_DIM_MAX = 512;
-/** Scratch bytes per 32 activations the Q8_0 matmul quantizes (a 64-byte block + f32 scale). */
+/** Scratch bytes per 32 activations the Q8_0 matmul quantizes (quants, correction, scale). */
 const Q8_ACTIVATION_BLOCK_BYTES = 68;
+
+/** Scratch bytes of a Q8_0 matmul (as `q8ScratchSize` in `ffi/matmul.zig`: blocks padded to even). */
+export function q8ScratchBytes(tokens: number, cols: number): number {
+  const blocks = Math.floor(cols / Q8_0_BLOCK);
+  return tokens * (blocks + (blocks & 1)) * Q8_ACTIVATION_BLOCK_BYTES;
+}
 
 /** Bytes of `count` elements of weight type `type` (Q8_0: count must be a multiple of 32). */
 export function weightBytes(type: number, count: number): number {
@@ -124,7 +130,7 @@ export class Kernels {
   reserve(maxTokens: number, maxCols: number): void {
     checkCount("maxTokens", maxTokens);
     checkCount("maxCols", maxCols);
-    const bytes = maxTokens * Math.floor(maxCols / Q8_0_BLOCK) * Q8_ACTIVATION_BLOCK_BYTES;
+    const bytes = q8ScratchBytes(maxTokens, maxCols);
     if (bytes <= this.#scratchBytes) return;
     if (this.#native.fn.dotllm_pool_reserve(this.#handle, bytes) !== 0) {
       throw new RangeError(`Out of memory reserving ${bytes} bytes of kernel scratch`);
@@ -165,7 +171,7 @@ export class Kernels {
         if (cols % Q8_0_BLOCK !== 0) {
           throw new RangeError(`Q8_0 matmul needs cols % 32 == 0, got ${cols}`);
         }
-        if (tokens * (cols / Q8_0_BLOCK) * Q8_ACTIVATION_BLOCK_BYTES > this.#scratchBytes) {
+        if (q8ScratchBytes(tokens, cols) > this.#scratchBytes) {
           this.reserve(tokens, cols);
         }
         return this.#check(fn.dotllm_matmul_q8_0(pool, out, weight, x, rows, cols, tokens));
