@@ -161,3 +161,28 @@ Deno.test("CLI: bad input is one error line and exit 1", async () => {
     rmSync(dir, { recursive: true });
   }
 });
+
+function hasBun(): boolean {
+  try {
+    return new Deno.Command("bun", { args: ["--version"], stdout: "null", stderr: "null" })
+      .outputSync().success;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test({
+  name: "CLI tokenize under Bun gives the same ids",
+  ignore: !hasBun(),
+  async fn() {
+    const out = await new Deno.Command("bun", {
+      args: [join(repoRoot, "cli.ts"), "tokenize", STORIES, "-p", "Once upon a time 😀"],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    const deno = await cli(["tokenize", STORIES, "-p", "Once upon a time 😀"]);
+    assert.equal(new TextDecoder().decode(out.stdout), deno.stdout);
+    assert.match(deno.stdout, /^\[1,403,407,261,378,/);
+  },
+});
