@@ -64,10 +64,6 @@ Deno.test("bad vocabularies are refused with a message naming the key", () => {
       /token_type must be an array of numbers/,
     ],
     [
-      spm({ "tokenizer.ggml.tokens": kv.strings(["a", "b", "a", "c", "d", "e", "f", "g", "h"]) }),
-      /has "a" twice \(ids 0 and 2\)/,
-    ],
-    [
       spm({ "tokenizer.ggml.model": kv.str("t5") }),
       /tokenizer "t5" \(tokenizer\.ggml\.model\) is not supported/,
     ],
@@ -86,6 +82,14 @@ Deno.test("bad vocabularies are refused with a message naming the key", () => {
     ],
   ];
   for (const [kvs, message] of cases) assert.throws(() => load(kvs), message);
+});
+
+Deno.test("a repeated token text maps to its last id, as in llama.cpp", () => {
+  const t = load(
+    spm({ "tokenizer.ggml.tokens": kv.strings(["<unk>", "a", "b", "a", "c", "d", "e", "f", "g"]) }),
+  );
+  assert.equal(t.vocab.tokenToId.get("a"), 3);
+  assert.equal(t.tokenToPiece(1), "a");
 });
 
 Deno.test("special ids out of range fall back to the defaults, as in llama.cpp", () => {

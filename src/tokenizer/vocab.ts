@@ -269,11 +269,8 @@ export function loadVocab(gguf: Gguf): Vocab {
   for (let i = 0; i < n; i++) {
     if (tokens[i].length === 0) tokens[i] = `[EMPTY_${i}]`;
     const t = tokens[i];
-    if (tokenToId.has(t)) {
-      throw new TokenizerError(
-        `tokenizer.ggml.tokens has "${t}" twice (ids ${tokenToId.get(t)} and ${i})`,
-      );
-    }
+    // a repeated text (e.g. raw-byte tokens that all decode to U+FFFD) maps to its last
+    // id, as llama.cpp's map does
     tokenToId.set(t, i);
     if (t.length > maxTokenLength) maxTokenLength = t.length;
   }
