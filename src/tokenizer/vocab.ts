@@ -330,8 +330,9 @@ export function loadVocab(gguf: Gguf): Vocab {
     }
     return best;
   };
+  // a control-looking token that is not control becomes control (llama.cpp replaces the type)
   const markControl = (id: number) => {
-    if (id !== NO_TOKEN) attrs[id] |= TokenAttr.CONTROL;
+    if (id !== NO_TOKEN && !(attrs[id] & TokenAttr.CONTROL)) attrs[id] = TokenAttr.CONTROL;
   };
   if (ids.eot === NO_TOKEN) {
     ids.eot = find(EOT_TEXTS);
