@@ -7,11 +7,12 @@
  *
  * ```sh
  * ./dotllm task bench:tokenizer
+ * deno run -A bench/tokenizer.ts --dump /tmp   # also write the inputs
  * ```
  *
  * @module
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
@@ -120,6 +121,14 @@ const inputs: Array<[string, string]> = [
   ["100 KB prose", prose(100 * 1024)],
   ['100 KB "a"', "a".repeat(100 * 1024)],
 ];
+
+// `--dump DIR` writes the inputs (to time llama-tokenize on the same text)
+const dump = process.argv.indexOf("--dump");
+if (dump >= 0) {
+  const dir = process.argv[dump + 1];
+  inputs.forEach(([, text], i) => writeFileSync(join(dir, `input${i}.txt`), text));
+  console.log(`wrote ${inputs.map(([l], i) => `input${i}.txt (${l})`).join(", ")} to ${dir}`);
+}
 
 const rows: string[][] = [["vocab", "input", "encode ms", "MB/s", "tokens", "decode ms"]];
 for (const name of ["llama-bpe", "llama-spm"]) {

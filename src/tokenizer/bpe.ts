@@ -10,7 +10,7 @@
  */
 import type { PairHeap } from "./_heap.ts";
 import { BYTE_TO_CHAR, utf8 } from "./unicode.ts";
-import { NO_TOKEN, type Vocab } from "./vocab.ts";
+import { mergeResult, NO_TOKEN, type Vocab } from "./vocab.ts";
 
 /** The token id of each byte's stand-in character, or -1. */
 export function bpeByteTokens(vocab: Vocab): Int32Array {
@@ -53,7 +53,7 @@ export function bpeEncodeWord(
     next[i] = i + 1;
   }
   next[n - 1] = -1;
-  const { mergeRanks, mergeResults } = vocab;
+  const { mergeRanks } = vocab;
   heap.clear();
   const tryPair = (left: number, right: number) => {
     if (left < 0 || right < 0 || id[left] < 0 || id[right] < 0) return;
@@ -72,7 +72,7 @@ export function bpeEncodeWord(
     if (len[left] === 0 || len[right] === 0 || len[left] + len[right] !== heap.topSize) continue;
     len[left] += len[right];
     len[right] = 0;
-    id[left] = mergeResults[heap.topPriority];
+    id[left] = mergeResult(vocab, heap.topPriority, id[left], id[right]);
     next[left] = next[right];
     if (next[right] >= 0) prev[next[right]] = left;
     tryPair(prev[left], left);

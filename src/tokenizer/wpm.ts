@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { codePoints, CP, cpFlags } from "./unicode.ts";
+import { codePoints, CP, cpFlags, isUnicode16Addition } from "./unicode.ts";
 import { NO_TOKEN, TokenizerError, type Vocab } from "./vocab.ts";
 
 function isChineseChar(cp: number): boolean {
@@ -23,7 +23,7 @@ const nfdCache = new Map<number, number>();
 
 /** The first code point of the NFD form of `cp` (llama.cpp's one-to-one NFD table). */
 function nfdFirst(cp: number): number {
-  if (cp < 0xc0) return cp;
+  if (cp < 0xc0 || isUnicode16Addition(cp)) return cp;
   let r = nfdCache.get(cp);
   if (r === undefined) {
     r = firstCodePoint(String.fromCodePoint(cp).normalize("NFD"));
