@@ -260,11 +260,16 @@ function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
 }
 
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
+  const args = parseRunArgs(values, positionals); // reads the prompt (maybe stdin)
   const start = performance.now();
-  const args = parseRunArgs(values, positionals);
   const model = loadModel(args);
   try {
-    const tokenizer = Tokenizer.fromGguf(model.gguf);
+    let tokenizer: Tokenizer;
+    try {
+      tokenizer = Tokenizer.fromGguf(model.gguf);
+    } catch (error) {
+      throw new Error(`"${args.model}": ${error instanceof Error ? error.message : error}`);
+    }
     if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
     const sampler = new Sampler(model.config.vocabSize, args.sampling, args.seed);
     const loadMs = performance.now() - start;
