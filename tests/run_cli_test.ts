@@ -172,6 +172,9 @@ Deno.test("run: bad input is one line on stderr, nothing on stdout", async () =>
     assert.match(out.stderr, message);
     assert.equal(out.stderr.trimEnd().split("\n").length, 1, out.stderr);
   }
+  const big = await runCli(["run", STORIES, "-p", "x", "-c", "4096"]);
+  assert.equal(big.code, 1);
+  assert.match(big.stderr, /context size 4096 exceeds the model's training context 2048/);
   const q4 = patchedStories(2);
   try {
     const out = await runCli(["run", q4, "-p", "x"]);

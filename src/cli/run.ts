@@ -36,7 +36,7 @@ Options:
       --presence-penalty P subtract P from recent tokens' logits (default 0)
       --frequency-penalty P subtract count × P (default 0)
   -s, --seed S             random seed, 0 to 4294967295; -1 = random (default), printed in the summary
-  -c, --ctx-size N         context length (default min(model's, 4096))
+  -c, --ctx-size N         context length; 0 = the model's (default min(model's, 4096))
   -b, --batch-size N       prompt tokens per batch (default 512)
       --cache-type T       KV cache type, f16 or f32 (default f16)
       --stop S             stop before the string S (repeatable)
@@ -125,7 +125,7 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
   if (cacheType !== "f16" && cacheType !== "f32") {
     throw new UsageError(`--cache-type must be f16 or f32, got "${cacheType}"`);
   }
-  const ctx = number(values, "ctx-size", 0, { integer: true, min: 1, max: 1 << 24 });
+  const ctx = number(values, "ctx-size", -1, { integer: true, min: 0, max: 1 << 24 });
   const seed = number(values, "seed", -1, { integer: true, min: -1, max: 0xffffffff });
   const stop = values.stop === undefined ? [] : (values.stop as string[]).map(String);
   if (stop.some((s) => s.length === 0)) throw new UsageError("--stop needs a non-empty string");
@@ -145,7 +145,7 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
       frequencyPenalty: number(values, "frequency-penalty", d.frequencyPenalty),
     },
     seed: seed === -1 ? randomSeed() : seed,
-    contextSize: ctx === 0 ? undefined : ctx,
+    contextSize: ctx === -1 ? undefined : ctx,
     batchSize: number(values, "batch-size", 512, { integer: true, min: 1, max: 1 << 16 }),
     cacheType,
     stop,

@@ -31,7 +31,7 @@ export type CacheType = "f16" | "f32";
 
 /** Load-time choices. */
 export interface ModelOptions {
-  /** KV cache positions; default min(model context, 4096). */
+  /** KV cache positions; default min(model context, 4096); 0 = the model's training context. */
   contextSize?: number;
   /** Tokens per prefill batch; default 512. */
   batchSize?: number;
@@ -136,11 +136,15 @@ export class LlamaModel {
     const c = readLlamaConfig(gguf);
     this.config = c;
     this.weights = bindLlamaWeights(gguf, c, base);
-    this.contextSize = positiveInteger(
-      "contextSize",
-      options.contextSize ?? Math.min(c.contextLength, DEFAULT_CONTEXT_MAX),
-      1 << 24,
-    );
+    const contextSize = options.contextSize === 0
+      ? c.contextLength
+      : options.contextSize ?? Math.min(c.contextLength, DEFAULT_CONTEXT_MAX);
+    if (contextSize > c.contextLength) {
+      throw new RangeError(
+        `context size ${contextSize} exceeds the model's training context ${c.contextLength}`,
+      );
+    }
+    this.contextSize = positiveInteger("contextSize", contextSize, c.contextLength);
     this.batchSize = Math.min(
       positiveInteger("batchSize", options.batchSize ?? DEFAULT_BATCH_SIZE, 1 << 16),
       this.contextSize,
