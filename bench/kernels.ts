@@ -6,6 +6,8 @@
  *   deno task bench:kernels --json    [{name, threads, mean_us, gbps, gflops}]
  *
  * GB/s counts the weight bytes streamed (GEMV); GFLOP/s counts 2·M·K·N (GEMM, attention).
+ * Both come from mitata's mean wall time. The table adds the CPU time per call
+ * (`process.cpuUsage`, all threads), a steadier figure when other processes share the CPUs.
  *
  * @module
  */
@@ -167,8 +169,24 @@ interface Row {
   gbps: number | null;
   gflops: number | null;
 }
+
+/**
+ * CPU time per call (this process, every thread): on a shared, noisy machine it shows
+ * what the kernel costs when it gets the CPU. At 2 threads it includes spinning.
+ */
+function cpuMicros(run: () => void, wallUs: number): number {
+  const calls = Math.max(3, Math.min(2000, Math.round(300_000 / Math.max(wallUs, 1))));
+  run();
+  const start = process.cpuUsage();
+  for (let i = 0; i < calls; i++) run();
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / calls;
+}
+
+const cpu: number[] = [];
 const rows: Row[] = selected.map((c, i) => {
   const ns = result.benchmarks[i].runs[0].stats!.avg;
+  cpu.push(cpuMicros(c.run, ns / 1000));
   return {
     name: c.name,
     threads: c.threads,
@@ -199,6 +217,7 @@ if ("pool dispatch+join (after parking)".includes(values.filter)) {
       gbps: null,
       gflops: null,
     });
+    cpu.push(Number.NaN);
   }
 }
 
@@ -206,9 +225,17 @@ if (values.json) {
   console.log(JSON.stringify(rows, null, 2));
 } else {
   const fmt = (v: number | null, digits: number) => (v === null ? "" : v.toFixed(digits));
-  const table = [["kernel", "threads", "mean µs", "GB/s", "GFLOP/s"]];
-  for (const r of rows) {
-    table.push([r.name, String(r.threads), fmt(r.mean_us, 2), fmt(r.gbps, 1), fmt(r.gflops, 1)]);
+  const table = [["kernel", "threads", "mean µs", "GB/s", "GFLOP/s", "cpu µs/call"]];
+  for (const [i, r] of rows.entries()) {
+    const cpuUs = Number.isNaN(cpu[i]) ? null : cpu[i];
+    table.push([
+      r.name,
+      String(r.threads),
+      fmt(r.mean_us, 2),
+      fmt(r.gbps, 1),
+      fmt(r.gflops, 1),
+      fmt(cpuUs, 2),
+    ]);
   }
   const widths = table[0].map((_, col) => Math.max(...table.map((row) => row[col].length)));
   for (const [i, row] of table.entries()) {

@@ -130,14 +130,27 @@ pub fn rope(pool: *Pool, job: RopeJob) Status {
 // ---------------------------------------------------------------------------
 // Element-wise: SwiGLU, add
 
-inline fn silu(x: f32) f32 {
-    return x / (1.0 + @exp(-x));
-}
-
 const BinaryJob = struct { out: [*]f32, a: [*]const f32, b: [*]const f32, n: usize };
 
+inline fn swigluVector(gate: F32x, up: F32x) F32x {
+    const one: F32x = @splat(1);
+    return gate / (one + simd.exp(lanes, -gate)) * up;
+}
+
 fn swigluRange(job: *const BinaryJob, begin: usize, end: usize) void {
-    for (begin..end) |i| job.out[i] = silu(job.a[i]) * job.b[i];
+    var i = begin;
+    while (i + lanes <= end) : (i += lanes) {
+        simd.storeF32(lanes, job.out + i, swigluVector(simd.loadAsF32(f32, lanes, job.a + i), simd.loadAsF32(f32, lanes, job.b + i)));
+    }
+    if (i < end) {
+        // The tail through the same vector code, zero-padded.
+        var gate: [lanes]f32 = @splat(0);
+        var up: [lanes]f32 = @splat(0);
+        @memcpy(gate[0 .. end - i], job.a[i..end]);
+        @memcpy(up[0 .. end - i], job.b[i..end]);
+        const out: [lanes]f32 = swigluVector(gate, up);
+        @memcpy(job.out[i..end], out[0 .. end - i]);
+    }
 }
 
 /// out = silu(gate) · up over n elements.
