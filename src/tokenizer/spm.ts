@@ -54,14 +54,14 @@ export function spmEncode(
   const tryPair = (left: number, right: number) => {
     if (left < 0 || right < 0) return;
     const size = len[left] + len[right];
-    const id = tokenToId.get(text.substr(start[left], size));
-    if (id === undefined) return;
+    const id = tokenToId.find(text, start[left], start[left] + size);
+    if (id < 0) return;
     heap.push(-scores[id], left, right, size);
   };
   for (let i = 1; i < n; i++) {
     const size = len[i - 1] + len[i];
-    const id = tokenToId.get(text.substr(start[i - 1], size));
-    if (id !== undefined) heap.add(-scores[id], i - 1, i, size);
+    const id = tokenToId.find(text, start[i - 1], start[i - 1] + size);
+    if (id >= 0) heap.add(-scores[id], i - 1, i, size);
   }
   heap.heapify();
   while (heap.length > 0) {

@@ -8,6 +8,7 @@
  */
 import { type Gguf, GgufArray, type GgufValue, GgufValueType } from "../gguf/reader.ts";
 import { PairMap } from "./_pair_map.ts";
+import { TokenIndex } from "./_token_index.ts";
 import { type PreTokenizer, preTokenizer } from "./pretokenize.ts";
 
 /** A malformed or unsupported tokenizer in a GGUF file, or a bad token id. */
@@ -58,7 +59,7 @@ export interface Vocab {
   readonly tokens: readonly string[];
   readonly scores: Float32Array;
   readonly attrs: Uint16Array;
-  readonly tokenToId: ReadonlyMap<string, number>;
+  readonly tokenToId: TokenIndex;
   /** BPE merge rank of a pair of token ids (-1: no merge). */
   readonly mergeRanks: PairMap;
   /**
@@ -264,16 +265,14 @@ export function loadVocab(gguf: Gguf): Vocab {
     for (let i = 0; i < n; i++) attrs[i] = TYPE_TO_ATTR[types[i]] ?? TokenAttr.UNDEFINED;
   }
 
-  const tokenToId = new Map<string, number>();
   let maxTokenLength = 0;
   for (let i = 0; i < n; i++) {
     if (tokens[i].length === 0) tokens[i] = `[EMPTY_${i}]`;
-    const t = tokens[i];
-    // a repeated text (e.g. raw-byte tokens that all decode to U+FFFD) maps to its last
-    // id, as llama.cpp's map does
-    tokenToId.set(t, i);
-    if (t.length > maxTokenLength) maxTokenLength = t.length;
+    if (tokens[i].length > maxTokenLength) maxTokenLength = tokens[i].length;
   }
+  // a repeated text (e.g. raw-byte tokens that all decode to U+FFFD) maps to its last
+  // id, as llama.cpp's map does
+  const tokenToId = new TokenIndex(tokens);
 
   let mergeRanks = new PairMap(0);
   let mergeResults = new Int32Array(0);
@@ -289,9 +288,9 @@ export function loadVocab(gguf: Gguf): Vocab {
     for (let i = 0; i < merges.length; i++) {
       const m = merges[i];
       const space = m.indexOf(" ", 1);
-      const left = space < 0 ? undefined : tokenToId.get(m.slice(0, space));
-      const right = space < 0 ? undefined : tokenToId.get(m.slice(space + 1));
-      if (left === undefined || right === undefined) {
+      const left = space < 0 ? -1 : tokenToId.find(m, 0, space);
+      const right = space < 0 ? -1 : tokenToId.find(m, space + 1);
+      if (left < 0 || right < 0) {
         throw new TokenizerError(
           `tokenizer.ggml.merges[${i}] "${m}" names a token that is not in the vocabulary`,
         );

@@ -74,8 +74,8 @@ export function wpmEncode(vocab: Vocab, text: string, out: number[]): void {
     for (let i = 0; i < n; i++) {
       let matched = false;
       for (let j = Math.min(n, i + maxTokenLength + 1); j > i; j--) {
-        const id = tokenToId.get(word.slice(i, j));
-        if (id !== undefined) {
+        const id = tokenToId.find(word, i, j);
+        if (id >= 0) {
           out.push(id);
           matched = true;
           i = j - 1;
