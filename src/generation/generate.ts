@@ -7,6 +7,26 @@
  * The decode loop allocates no arrays: the generated ids go into a buffer
  * sized for the whole context, the model and sampler reuse their buffers.
  *
+ * @example
+ * ```ts
+ * import { LlamaModel } from "../model/mod.ts";
+ * import { Sampler } from "../sampler/mod.ts";
+ * import { Tokenizer } from "../tokenizer/mod.ts";
+ * import { generate } from "./generate.ts";
+ *
+ * const model = LlamaModel.load("stories260K.gguf", { threads: 1 });
+ * const tokenizer = Tokenizer.fromGguf(model.gguf);
+ * const sampler = new Sampler(model.config.vocabSize, { temperature: 0 }, 42);
+ * const result = await generate(model, tokenizer, sampler, {
+ *   prompt: "Once upon a time",
+ *   maxTokens: 64,
+ *   stop: ["\n\n"],
+ *   onText: (text) => console.log(text),
+ * });
+ * console.log(result.finishReason, result.timings);
+ * model.close();
+ * ```
+ *
  * @module
  */
 import type { LlamaModel } from "../model/model.ts";
