@@ -13,7 +13,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { generate } from "../src/generation/mod.ts";
-import { LlamaModel } from "../src/model/mod.ts";
+import { LlamaModel, type ModelKernels } from "../src/model/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
 
 const { values, positionals } = parseArgs({
@@ -29,6 +29,55 @@ const path = positionals[0] ??
   new URL("../../shared/testdata/models/stories260K.gguf", import.meta.url).pathname;
 const tokens = Number(values.tokens ?? 1000);
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
+
+// First (before any real kernels make its call sites polymorphic), the forward
+// pass's own JavaScript with kernels that do nothing: what the model layer
+// allocates per token, apart from the kernel wrappers and the FFI.
+const noKernels: ModelKernels = {
+  threadCount: 1,
+  matmul(_type, out) {
+    if (out === -1) throw new Error("unreachable");
+  },
+  rmsnorm(out) {
+    if (out === -1) throw new Error("unreachable");
+  },
+  rope(x) {
+    if (x === -1) throw new Error("unreachable");
+  },
+  storeKv(_type, cache) {
+    if (cache === -1) throw new Error("unreachable");
+  },
+  attention(_type, out) {
+    if (out === -1) throw new Error("unreachable");
+  },
+  swiglu(out) {
+    if (out === -1) throw new Error("unreachable");
+  },
+  add(out) {
+    if (out === -1) throw new Error("unreachable");
+  },
+  getRows(_type, out) {
+    if (out === -1) throw new Error("unreachable");
+  },
+  close() {},
+};
+const hollow = LlamaModel.load(path, { kernels: noKernels, contextSize: tokens + 64 });
+const one = new Int32Array(1);
+const decode = () => {
+  for (let pos = 0; pos < tokens; pos++) {
+    one[0] = 1;
+    hollow.forward(one, pos);
+  }
+};
+for (let i = 0; i < 20; i++) decode();
+gc();
+const hollowBefore = process.memoryUsage().heapUsed;
+decode();
+const hollowBytes = process.memoryUsage().heapUsed - hollowBefore;
+const hollowLine = `forward pass with no-op kernels: ${
+  (hollowBytes / tokens).toFixed(1)
+} B/token allocated`;
+hollow.close();
 
 const rssStart = process.memoryUsage().rss;
 const model = LlamaModel.load(path, {
@@ -85,3 +134,4 @@ console.table({
   "RSS": mib(after.rss),
 });
 model.close();
+console.log(hollowLine);
