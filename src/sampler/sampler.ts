@@ -103,8 +103,10 @@ export class Candidates {
       throw new RangeError(`Expected ${this.logits.length} logits, got ${logits.length}`);
     }
     this.logits.set(logits);
-    for (let i = 0; i < this.ids.length; i++) this.ids[i] = i;
-    this.size = this.ids.length;
+    const ids = this.ids;
+    const n = ids.length;
+    for (let i = 0; i < n; i++) ids[i] = i;
+    this.size = n;
     this.sorted = false;
   }
 }
@@ -253,7 +255,8 @@ export function draw(c: Candidates, rng: Rng): number {
 export function argmax(logits: Float32Array): number {
   let best = 0;
   let bestValue = logits[0];
-  for (let i = 1; i < logits.length; i++) {
+  const n = logits.length;
+  for (let i = 1; i < n; i++) {
     if (logits[i] > bestValue) {
       bestValue = logits[i];
       best = i;
@@ -313,6 +316,9 @@ export class Sampler {
   sample(logits: Float32Array): number {
     const p = this.params;
     const c = this.#candidates;
+    const penalties = this.#recentCount > 0 &&
+      (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
+    if (p.temperature <= 0 && !penalties) return argmax(logits); // no copy needed
     c.reset(logits);
     applyPenalties(
       c,
