@@ -48,6 +48,21 @@ Deno.test("run: greedy stories260K prints llama.cpp's text: -t 1, -t 2, -b 2, f3
     assert.equal(out.code, 0, out.stderr);
     assert.equal(out.stdout, expected, extra.join(" "));
   }
+  const file = Deno.makeTempFileSync({ suffix: ".txt" });
+  try {
+    Deno.writeTextFileSync(file, "Once upon a time\n"); // one trailing newline is dropped
+    const out = await runCli(["run", STORIES, "-f", file, "-n", "64", "--temp", "0", "-q"]);
+    assert.equal(out.code, 0, out.stderr);
+    assert.equal(out.stdout, expected, "-f FILE");
+    const both = await runCli(["run", STORIES, "-f", file, "-p", "x"]);
+    assert.equal(both.code, 2);
+    assert.match(both.stderr, /-p or -f, not both/);
+  } finally {
+    Deno.removeSync(file);
+  }
+  const missing = await runCli(["run", STORIES, "-f", "/nonexistent/prompt.txt"]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /cannot read prompt file "\/nonexistent\/prompt.txt": ENOENT/);
   const piped = await runCli(["run", STORIES, "-n", "64", "--temp", "0", "-q"], {
     stdin: "Once upon a time\n",
   });
