@@ -280,6 +280,14 @@ inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: us
         // read past the row).
         var odd_buffer: [68]u8 = undefined;
         var pairs: [R]WeightPair = undefined;
+        if (T == 1) {
+            // GEMV streams each weight byte once: fetch the next row group's bytes at the
+            // same position (its rows are the next R·row_bytes; the prefetcher would
+            // otherwise retrain on every short row).
+            inline for (0..R) |r| {
+                @prefetch(job.w + (r0 + R + r) * row_bytes + j * @sizeOf(BlockQ8_0), .{ .locality = 2 });
+            }
+        }
         inline for (0..R) |r| {
             const start = job.w + (r0 + r) * row_bytes + j * @sizeOf(BlockQ8_0);
             if (j + 1 < nb) {
