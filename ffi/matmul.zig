@@ -48,6 +48,10 @@ inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job:
     var acc: [R][T]F32x = @splat(@splat(@splat(0)));
     var c: usize = 0;
     while (c + lanes <= cols) : (c += lanes) {
+        if (T == 1) {
+            // GEMV: fetch the next row group's bytes at the same column (see tileQ8).
+            inline for (0..R) |r| @prefetch(job.w + (r0 + R + r) * cols + c, .{ .locality = 2 });
+        }
         var xv: [T]F32x = undefined;
         inline for (0..T) |t| xv[t] = simd.loadAsF32(f32, lanes, job.x + (t0 + t) * cols + c);
         inline for (0..R) |r| {
