@@ -9,8 +9,8 @@
 //!
 //! Q8_0 quantizes the activations once per call into the pool's scratch (quants,
 //! scales and a precomputed `vpdpbusd` correction) and multiplies with integer dot
-//! products: `vpdpbusd` with AVX-512 VNNI, a generic `@Vector` widening multiply
-//! otherwise. Both produce the same exact integer lanes.
+//! products: `vpdpbusd` with AVX-512 VNNI, `vpmaddubsw`/`vpmaddwd` with AVX2, a
+//! generic `@Vector` widening multiply otherwise. All produce the same exact lanes.
 const std = @import("std");
 const simd = @import("simd.zig");
 const quant = @import("quant.zig");
@@ -48,6 +48,10 @@ inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job:
     var acc: [R][T]F32x = @splat(@splat(@splat(0)));
     var c: usize = 0;
     while (c + lanes <= cols) : (c += lanes) {
+        if (T == 1) {
+            // GEMV: fetch the next row group's bytes at the same column (see tileQ8).
+            inline for (0..R) |r| @prefetch(job.w + (r0 + R + r) * cols + c, .{ .locality = 2 });
+        }
         var xv: [T]F32x = undefined;
         inline for (0..T) |t| xv[t] = simd.loadAsF32(f32, lanes, job.x + (t0 + t) * cols + c);
         inline for (0..R) |r| {
@@ -167,6 +171,29 @@ const odd16 = even16 + @as(@Vector(16, i32), @splat(1));
 const even8 = std.simd.iota(i32, 8) * @as(@Vector(8, i32), @splat(2));
 const odd8 = even8 + @as(@Vector(8, i32), @splat(1));
 
+/// The 8 lanes of `dotLanesGeneric` with AVX2: |w| (unsigned) × sign(x, w) summed in
+/// byte pairs by `vpmaddubsw` (no saturation: 2·128·127 < 2^15), then in i16 pairs by
+/// `vpmaddwd`. Exact, same lane layout as vpdpbusd.
+inline fn dotLanesAvx2(wv: @Vector(qk, i8), xv: @Vector(qk, i8)) I32x8 {
+    const w_abs: @Vector(qk, u8) = @abs(wv);
+    const x_signed = asm ("vpsignb %[w], %[x], %[out]"
+        : [out] "=x" (-> @Vector(qk, i8)),
+        : [x] "x" (xv),
+          [w] "x" (wv),
+    );
+    const pairs = asm ("vpmaddubsw %[s], %[u], %[out]"
+        : [out] "=x" (-> @Vector(16, i16)),
+        : [u] "x" (w_abs),
+          [s] "x" (x_signed),
+    );
+    const ones: @Vector(16, i16) = @splat(1);
+    return asm ("vpmaddwd %[ones], %[p], %[out]"
+        : [out] "=x" (-> I32x8),
+        : [p] "x" (pairs),
+          [ones] "x" (ones),
+    );
+}
+
 /// 16 exact lanes for a pair of blocks: lanes 0-7 block 2j, lanes 8-15 block 2j+1.
 inline fn dotLanesPair(w_qs: U8x64, x_qs: *align(64) const [2 * qk]i8, neg_corr: *align(64) const [16]i32) I32x16 {
     if (comptime simd.has_avx512vnni) {
@@ -182,6 +209,13 @@ inline fn dotLanesPair(w_qs: U8x64, x_qs: *align(64) const [2 * qk]i8, neg_corr:
     }
     const wv: @Vector(2 * qk, i8) = @bitCast(w_qs);
     const xv: @Vector(2 * qk, i8) = x_qs.*;
+    if (comptime simd.has_avx2) {
+        const first = std.simd.iota(i32, qk);
+        const second = first + @as(@Vector(qk, i32), @splat(qk));
+        const lo = dotLanesAvx2(@shuffle(i8, wv, undefined, first), @shuffle(i8, xv, undefined, first));
+        const hi = dotLanesAvx2(@shuffle(i8, wv, undefined, second), @shuffle(i8, xv, undefined, second));
+        return @shuffle(i32, lo, hi, [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, -1, -2, -3, -4, -5, -6, -7, -8 });
+    }
     const lo = dotLanesGeneric(@shuffle(i8, wv, undefined, std.simd.iota(i32, qk)), @shuffle(i8, xv, undefined, std.simd.iota(i32, qk)));
     const hi = dotLanesGeneric(@shuffle(i8, wv, undefined, std.simd.iota(i32, qk) + @as(@Vector(qk, i32), @splat(qk))), @shuffle(i8, xv, undefined, std.simd.iota(i32, qk) + @as(@Vector(qk, i32), @splat(qk))));
     return @shuffle(i32, lo, hi, [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, -1, -2, -3, -4, -5, -6, -7, -8 });
@@ -250,6 +284,14 @@ inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: us
         // read past the row).
         var odd_buffer: [68]u8 = undefined;
         var pairs: [R]WeightPair = undefined;
+        if (T == 1) {
+            // GEMV streams each weight byte once: fetch the next row group's bytes at the
+            // same position (its rows are the next R·row_bytes; the prefetcher would
+            // otherwise retrain on every short row).
+            inline for (0..R) |r| {
+                @prefetch(job.w + (r0 + R + r) * row_bytes + j * @sizeOf(BlockQ8_0), .{ .locality = 2 });
+            }
+        }
         inline for (0..R) |r| {
             const start = job.w + (r0 + r) * row_bytes + j * @sizeOf(BlockQ8_0);
             if (j + 1 < nb) {
@@ -504,7 +546,7 @@ test "Q8_0 matmul matches the scalar reference on awkward shapes, bit-identical 
     try testQ8Shape(67, 256, 5);
 }
 
-test "vpdpbusd lanes of a block pair equal the generic lanes, including -128 weights" {
+test "vpdpbusd and AVX2 lanes of a block pair equal the generic lanes, including -128 weights" {
     var prng = std.Random.DefaultPrng.init(7);
     const random = prng.random();
     for (0..100) |_| {
@@ -519,6 +561,9 @@ test "vpdpbusd lanes of a block pair equal the generic lanes, including -128 wei
         quantizeActivations(&x, &qs, &corr, &scales);
         const expected = @shuffle(i32, dotLanesGeneric(w[0..qk].*, qs[0..qk].*), dotLanesGeneric(w[qk..].*, qs[qk..].*), [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, -1, -2, -3, -4, -5, -6, -7, -8 });
         try testing.expectEqual(expected, dotLanesPair(@bitCast(w), &qs, &corr));
+        if (comptime simd.has_avx2) {
+            try testing.expectEqual(dotLanesGeneric(w[0..qk].*, qs[0..qk].*), dotLanesAvx2(w[0..qk].*, qs[0..qk].*));
+        }
     }
 }
 

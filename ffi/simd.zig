@@ -11,6 +11,10 @@ pub const has_avx512vnni = builtin.cpu.arch == .x86_64 and
     x86.featureSetHas(builtin.cpu.features, .avx512vnni) and
     x86.featureSetHas(builtin.cpu.features, .avx512vl);
 
+/// True when the target has AVX2 (`vpmaddubsw`, `vpsignb` on 256-bit vectors).
+pub const has_avx2 = builtin.cpu.arch == .x86_64 and
+    x86.featureSetHas(builtin.cpu.features, .avx2);
+
 /// True when the target has AVX-VNNI (the VEX-encoded `vpdpbusd`, e.g. Alder Lake).
 pub const has_avxvnni = builtin.cpu.arch == .x86_64 and
     x86.featureSetHas(builtin.cpu.features, .avxvnni);
