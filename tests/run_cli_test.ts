@@ -258,4 +258,13 @@ Deno.test("run: Bun prints what Deno prints", async () => {
   const [deno, bun] = await Promise.all([runCli(args), runCli(args, { runtime: "bun" })]);
   assert.equal(bun.code, 0, bun.stderr);
   assert.equal(bun.stdout, deno.stdout);
+  assert.equal(bun.stdout, expectedText("Once upon a time", 24));
+  const piped = await runCli(["run", STORIES, "-n", "24", "--temp", "0", "-q"], {
+    stdin: "Once upon a time\n",
+    runtime: "bun",
+  });
+  assert.equal(piped.stdout, deno.stdout, "Bun, prompt from stdin");
+  const bad = await runCli(["run", STORIES, "-p", "x", "--temp", "abc"], { runtime: "bun" });
+  assert.equal(bad.code, 2);
+  assert.equal(bad.stdout, "");
 });
