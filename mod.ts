@@ -28,6 +28,7 @@ export * from "./src/native/mod.ts";
 export * from "./src/gguf/mod.ts";
 export * from "./src/tokenizer/mod.ts";
 export * from "./src/kernels/mod.ts";
+export * from "./src/tokenizer/mod.ts";
 export { VERSION } from "./src/version.ts";
 export * from "./src/model/mod.ts";
 export * from "./src/sampler/mod.ts";

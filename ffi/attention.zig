@@ -4,11 +4,13 @@
 //! the cache type, holding positions 0 .. pos_start + tokens - 1. Token t attends to
 //! positions 0 ..= pos_start + t. Query head h reads KV head h / (heads / kv_heads).
 //!
-//! Work units are (token, KV head) pairs, dealt round-robin to the threads (later
-//! tokens see more keys, so round-robin balances a prefill). Each unit is computed
-//! by one thread the same way whatever the thread count. Softmax is computed online
-//! over blocks of `key_block` keys, so the only scratch is a fixed stack frame per
-//! worker (scores of one block and one output accumulator): nothing is allocated.
+//! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads
+//! (later tokens see more keys; dynamic claiming balances a prefill). Each unit is
+//! computed by one thread the same way whatever the thread count. A unit attends all
+//! query heads that share its KV head together (each K/V row is read and converted
+//! once per pass). Softmax is computed online over blocks of `key_block` keys, so the
+//! only scratch is a fixed stack frame per worker (block scores and accumulators of
+//! up to `heads_per_pass` heads, ~20 KiB): nothing is allocated.
 const std = @import("std");
 const simd = @import("simd.zig");
 const pool_zig = @import("pool.zig");
@@ -51,62 +53,100 @@ inline fn dot(comptime T: type, q: [*]const f32, k: [*]const T, n: usize) f32 {
     return sum;
 }
 
-/// acc[0..n] = acc · keep + p · v
-inline fn scaleAdd(comptime T: type, acc: [*]f32, keep: f32, p: f32, v: [*]const T, n: usize) void {
-    const keep_v: F32x = @splat(keep);
+/// acc[0..n] += p · v
+fn axpy(acc: [*]f32, p: f32, v: [*]const f32, n: usize) void {
     const p_v: F32x = @splat(p);
     var i: usize = 0;
     while (i + lanes <= n) : (i += lanes) {
-        const a = simd.loadAsF32(f32, lanes, acc + i) * keep_v;
-        simd.storeF32(lanes, acc + i, @mulAdd(F32x, p_v, simd.loadAsF32(T, lanes, v + i), a));
+        simd.storeF32(lanes, acc + i, @mulAdd(F32x, p_v, simd.loadAsF32(f32, lanes, v + i), simd.loadAsF32(f32, lanes, acc + i)));
     }
-    while (i < n) : (i += 1) acc[i] = @mulAdd(f32, p, simd.toF32(T, v[i]), acc[i] * keep);
+    while (i < n) : (i += 1) acc[i] = @mulAdd(f32, p, v[i], acc[i]);
 }
 
-fn attendHead(comptime T: type, job: *const Job(T), t: usize, h: usize) void {
-    const head_dim = job.head_dim;
+/// acc[0..n] *= keep
+fn scaleInPlace(acc: [*]f32, keep: f32, n: usize) void {
+    const keep_v: F32x = @splat(keep);
+    var i: usize = 0;
+    while (i + lanes <= n) : (i += lanes) simd.storeF32(lanes, acc + i, simd.loadAsF32(f32, lanes, acc + i) * keep_v);
+    while (i < n) : (i += 1) acc[i] *= keep;
+}
+
+/// A cache row as f32: the row itself for an F32 cache, else converted into `buffer`.
+fn rowF32(comptime T: type, row: [*]const T, n: usize, buffer: [*]f32) [*]const f32 {
+    if (T == f32) return row;
+    var i: usize = 0;
+    while (i + lanes <= n) : (i += lanes) simd.storeF32(lanes, buffer + i, simd.loadAsF32(T, lanes, row + i));
+    while (i < n) : (i += 1) buffer[i] = simd.toF32(T, row[i]);
+    return buffer;
+}
+
+/// Query heads attended together: each K and V row is loaded (and converted) once per pass.
+pub const heads_per_pass = 8;
+
+/// One work unit: token t, KV head g, and every query head that reads g. A comptime
+/// `head_dim_fixed` (64, 128) unrolls every loop over the head; the arithmetic and its
+/// order are the same as with a runtime head_dim.
+fn attendUnit(comptime T: type, comptime head_dim_fixed: ?usize, job: *const Job(T), t: usize, g: usize) void {
+    const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
-    const g = h / (job.heads / job.kv_heads);
-    const q = job.q + (t * job.heads + h) * head_dim;
+    const group = job.heads / job.kv_heads;
     const keys = job.pos_start + t + 1;
-    var acc_buffer: [head_dim_max]f32 align(64) = undefined;
-    const acc = acc_buffer[0..head_dim];
-    @memset(acc, 0);
-    var scores: [key_block]f32 = undefined;
-    var max: f32 = -std.math.inf(f32);
-    var sum: f32 = 0;
-    var p0: usize = 0;
-    while (p0 < keys) : (p0 += key_block) {
-        const count = @min(key_block, keys - p0);
-        var block_max: f32 = -std.math.inf(f32);
-        for (scores[0..count], 0..) |*s, i| {
-            s.* = dot(T, q, job.k + (p0 + i) * kv_dim + g * head_dim, head_dim) * job.scale;
-            block_max = @max(block_max, s.*);
+    const k_base = job.k + g * head_dim;
+    const v_base = job.v + g * head_dim;
+    var h0 = g * group;
+    while (h0 < (g + 1) * group) : (h0 += heads_per_pass) {
+        const n_heads = @min(heads_per_pass, (g + 1) * group - h0);
+        const q = job.q + (t * job.heads + h0) * head_dim;
+        var acc: [heads_per_pass][head_dim_max]f32 align(64) = undefined;
+        var scores: [heads_per_pass][key_block]f32 align(64) = @splat(@splat(0));
+        var max: [heads_per_pass]f32 = @splat(-std.math.inf(f32));
+        var sum: [heads_per_pass]f32 = @splat(0);
+        var row_buffer: [head_dim_max]f32 align(64) = undefined;
+        for (0..n_heads) |h| @memset((&acc[h])[0..head_dim], 0);
+        var p0: usize = 0;
+        while (p0 < keys) : (p0 += key_block) {
+            const count = @min(key_block, keys - p0);
+            for (0..count) |i| {
+                const k = rowF32(T, k_base + (p0 + i) * kv_dim, head_dim, row_buffer[0..].ptr);
+                for (0..n_heads) |h| (&scores[h])[i] = dot(f32, q + h * head_dim, k, head_dim) * job.scale;
+            }
+            for (0..n_heads) |h| {
+                var block_max: f32 = -std.math.inf(f32);
+                const row = &scores[h];
+                for (0..count) |i| block_max = @max(block_max, row[i]);
+                const new_max = @max(max[h], block_max);
+                // The first block rescales an all-zero accumulator: keep = 0 avoids inf - inf.
+                const keep = if (max[h] == -std.math.inf(f32)) 0 else @exp(max[h] - new_max);
+                max[h] = new_max;
+                var i: usize = 0;
+                while (i < count) : (i += lanes) {
+                    const v = simd.loadAsF32(f32, lanes, row[i..].ptr);
+                    simd.storeF32(lanes, row[i..].ptr, simd.exp(lanes, v - @as(F32x, @splat(new_max))));
+                }
+                var block_sum: f32 = 0;
+                for (0..count) |e| block_sum += row[e];
+                sum[h] = @mulAdd(f32, sum[h], keep, block_sum);
+                scaleInPlace(&acc[h], keep, head_dim);
+            }
+            for (0..count) |i| {
+                const v = rowF32(T, v_base + (p0 + i) * kv_dim, head_dim, row_buffer[0..].ptr);
+                for (0..n_heads) |h| axpy(&acc[h], (&scores[h])[i], v, head_dim);
+            }
         }
-        const new_max = @max(max, block_max);
-        // The first block rescales an all-zero accumulator: keep = 0 avoids inf - inf.
-        const keep = if (max == -std.math.inf(f32)) 0 else @exp(max - new_max);
-        sum *= keep;
-        for (scores[0..count], 0..) |s, i| {
-            const p = @exp(s - new_max);
-            sum += p;
-            scaleAdd(T, acc.ptr, if (i == 0) keep else 1, p, job.v + (p0 + i) * kv_dim + g * head_dim, head_dim);
+        for (0..n_heads) |h| {
+            const out = job.out + (t * job.heads + h0 + h) * head_dim;
+            const inv = 1.0 / sum[h];
+            const row = &acc[h];
+            for (0..head_dim) |i| out[i] = row[i] * inv;
         }
-        max = new_max;
     }
-    const out = job.out + (t * job.heads + h) * head_dim;
-    const inv = 1.0 / sum;
-    for (acc, 0..) |a, i| out[i] = a * inv;
 }
 
-fn attendRange(comptime T: type, job: *const Job(T), index: u32, count: u32) void {
-    const group = job.heads / job.kv_heads;
-    const units = job.tokens * job.kv_heads;
-    var u: usize = index;
-    while (u < units) : (u += count) {
-        const t = u / job.kv_heads;
-        const g = u % job.kv_heads;
-        for (g * group..(g + 1) * group) |h| attendHead(T, job, t, h);
+/// Units are (token, KV head) pairs, token-major.
+fn attendRange(comptime T: type, job: *const Job(T), unit_begin: usize, unit_end: usize) void {
+    switch (job.head_dim) {
+        inline 64, 128 => |head_dim| for (unit_begin..unit_end) |u| attendUnit(T, head_dim, job, u / job.kv_heads, u % job.kv_heads),
+        else => for (unit_begin..unit_end) |u| attendUnit(T, null, job, u / job.kv_heads, u % job.kv_heads),
     }
 }
 
@@ -114,12 +154,12 @@ pub fn attention(comptime T: type, pool: *Pool, job: Job(T)) Status {
     std.debug.assert(job.kv_heads > 0 and job.heads % job.kv_heads == 0);
     std.debug.assert(job.head_dim > 0 and job.head_dim <= head_dim_max);
     const Runner = struct {
-        fn run(j: *const Job(T), index: u32, count: u32) void {
-            attendRange(T, j, index, count);
+        fn run(j: *const Job(T), begin: usize, end: usize) void {
+            attendRange(T, j, begin, end);
         }
     };
     const work = job.tokens * (job.pos_start + job.tokens) * job.heads * job.head_dim;
-    return pool.run(Job(T), &job, Runner.run, work, parallel_threshold);
+    return pool.run(Job(T), &job, Runner.run, job.tokens * job.kv_heads, 1, work, parallel_threshold);
 }
 
 /// Scalar reference: scores, max, exp, normalise, weighted sum of V, all in f32.
@@ -213,5 +253,28 @@ test "attention matches the reference for decode and prefill, GQA/MQA/MHA, F32 a
         try testShape(T, 1, 130, 8, 2, 64); // decode over three key blocks
         try testShape(T, 7, 60, 6, 1, 33); // prefill, MQA, odd head_dim
         try testShape(T, 5, 0, 4, 4, 128); // MHA
+    }
+}
+
+test "the head_dim-specialised attention equals the generic one bit for bit" {
+    const allocator = testing.allocator;
+    inline for (.{ 64, 128 }) |head_dim| {
+        const heads = 8;
+        const kv_heads = 2;
+        const ctx = 70;
+        var prng = std.Random.DefaultPrng.init(head_dim);
+        const q = try allocator.alloc(f32, heads * head_dim);
+        defer allocator.free(q);
+        const kv = try allocator.alloc(f16, ctx * kv_heads * head_dim);
+        defer allocator.free(kv);
+        for (q) |*x| x.* = prng.random().floatNorm(f32);
+        for (kv) |*x| x.* = @floatCast(prng.random().floatNorm(f32));
+        var fixed: [heads * head_dim]f32 = undefined;
+        var generic: [heads * head_dim]f32 = undefined;
+        var job: Job(f16) = .{ .out = &fixed, .q = q.ptr, .k = kv.ptr, .v = kv.ptr, .tokens = 1, .pos_start = ctx - 1, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .scale = 0.1 };
+        for (0..kv_heads) |g| attendUnit(f16, head_dim, &job, 0, g);
+        job.out = &generic;
+        for (0..kv_heads) |g| attendUnit(f16, null, &job, 0, g);
+        try testing.expectEqualSlices(f32, &generic, &fixed);
     }
 }

@@ -1,12 +1,10 @@
 //! A forward pass as one native call: TypeScript records the sequence of kernel
-//! calls (`Op`s) into a buffer and `dotllm_graph_run` executes it with one pool
-//! dispatch. Every thread walks the same op list; each kernel's `pool.run` becomes
-//! "compute this thread's share, then wait at the barrier" (see `Pool.runGraph`),
-//! and serial steps (KV store, row lookup) run on thread 0 while the others wait.
+//! calls (`Op`s) into a buffer and `dotllm_graph_run` walks it on the calling
+//! thread, each kernel dispatching to the pool as it would when called alone.
 //!
-//! So a token costs one FFI call and one wake-up of the workers instead of one of
-//! each per kernel, and the results are those of the kernels called one by one:
-//! the same shares, the same instructions, bit-identical for every thread count.
+//! So a batch costs one FFI call instead of one per kernel, and the results are
+//! those of the kernels called one by one: bit-identical for every thread count.
+//! (A later step can keep the workers inside the walk between kernels.)
 const std = @import("std");
 const pool_zig = @import("pool.zig");
 const quant = @import("quant.zig");
@@ -70,11 +68,6 @@ fn f32From(value_bits: u64) f32 {
 fn count(value: u64) usize {
     return @intCast(value);
 }
-
-const Graph = struct {
-    pool: *Pool,
-    ops: []const Op,
-};
 
 fn runMatmul(pool: *Pool, op: *const Op) Status {
     const a = op.args;
@@ -148,20 +141,16 @@ fn runOp(pool: *Pool, op: *const Op) Status {
             .freq_factors = if (a[7] == 0) null else ptr([*]const f32, a[7]),
             .neox = a[8] != 0,
         }),
-        .store_kv => pool.runSerial(Op, op, storeKv),
+        .store_kv => serial(op, storeKv),
         .attention => runAttention(pool, op),
         .swiglu => kernels.swiglu(pool, ptr([*]f32, a[0]), ptr([*]const f32, a[1]), ptr([*]const f32, a[2]), count(a[3])),
         .add => kernels.add(pool, ptr([*]f32, a[0]), ptr([*]const f32, a[1]), ptr([*]const f32, a[2]), count(a[3])),
-        .get_rows => pool.runSerial(Op, op, getRows),
+        .get_rows => serial(op, getRows),
     };
 }
 
-fn runGraph(graph: *const Graph, first: usize) Status {
-    for (graph.ops[first..], first..) |*op, step| {
-        pool_zig.graphStep(step);
-        const status = runOp(graph.pool, op);
-        if (status != .ok) return status;
-    }
+fn serial(op: *const Op, comptime func: fn (*const Op) void) Status {
+    func(op);
     return .ok;
 }
 
@@ -183,8 +172,11 @@ fn validOp(op: *const Op) bool {
 export fn dotllm_graph_run(pool: *Pool, ops: [*]const Op, op_count: usize) i32 {
     if (op_count > op_count_max) return -1;
     for (ops[0..op_count]) |*op| if (!validOp(op)) return -1;
-    const graph: Graph = .{ .pool = pool, .ops = ops[0..op_count] };
-    return @intFromEnum(pool.runGraph(Graph, &graph, runGraph));
+    for (ops[0..op_count]) |*op| {
+        const status = runOp(pool, op);
+        if (status != .ok) return @intFromEnum(status);
+    }
+    return 0;
 }
 
 // ---------------------------------------------------------------------------

@@ -52,14 +52,13 @@ fn rmsnormRow(out: [*]f32, x: [*]const f32, w: [*]const f32, n: usize, eps: f32)
 
 const RmsnormJob = struct { out: [*]f32, x: [*]const f32, w: [*]const f32, n: usize, tokens: usize, eps: f32 };
 
-fn rmsnormRange(job: *const RmsnormJob, index: u32, count: u32) void {
-    const range = pool_zig.split(job.tokens, 1, index, count);
-    for (range.begin..range.end) |t| rmsnormRow(job.out + t * job.n, job.x + t * job.n, job.w, job.n, job.eps);
+fn rmsnormRange(job: *const RmsnormJob, token_begin: usize, token_end: usize) void {
+    for (token_begin..token_end) |t| rmsnormRow(job.out + t * job.n, job.x + t * job.n, job.w, job.n, job.eps);
 }
 
 pub fn rmsnorm(pool: *Pool, out: [*]f32, x: [*]const f32, w: [*]const f32, n: usize, tokens: usize, eps: f32) Status {
     const job: RmsnormJob = .{ .out = out, .x = x, .w = w, .n = n, .tokens = tokens, .eps = eps };
-    return pool.run(RmsnormJob, &job, rmsnormRange, n * tokens, parallel_threshold_elements);
+    return pool.run(RmsnormJob, &job, rmsnormRange, tokens, 1, n * tokens, parallel_threshold_elements);
 }
 
 pub fn referenceRmsnorm(out: []f32, x: []const f32, w: []const f32, n: usize, eps: f32) void {
@@ -101,14 +100,13 @@ fn ropeAngles(job: *const RopeJob, pos: usize, cos: []f32, sin: []f32) void {
     }
 }
 
-fn ropeRange(job: *const RopeJob, index: u32, count: u32) void {
-    const range = pool_zig.split(job.tokens, 1, index, count);
+fn ropeRange(job: *const RopeJob, token_begin: usize, token_end: usize) void {
     const half = job.rope_dims / 2;
     var cos_buffer: [head_dim_max / 2]f32 = undefined;
     var sin_buffer: [head_dim_max / 2]f32 = undefined;
     const cos = cos_buffer[0..half];
     const sin = sin_buffer[0..half];
-    for (range.begin..range.end) |t| {
+    for (token_begin..token_end) |t| {
         ropeAngles(job, job.pos_start + t, cos, sin);
         for (0..job.heads) |h| {
             const head = job.x + (t * job.heads + h) * job.head_dim;
@@ -126,42 +124,53 @@ fn ropeRange(job: *const RopeJob, index: u32, count: u32) void {
 
 pub fn rope(pool: *Pool, job: RopeJob) Status {
     std.debug.assert(job.rope_dims % 2 == 0 and job.rope_dims <= job.head_dim and job.head_dim <= head_dim_max);
-    return pool.run(RopeJob, &job, ropeRange, job.tokens * job.heads * job.rope_dims, parallel_threshold_elements);
+    return pool.run(RopeJob, &job, ropeRange, job.tokens, 1, job.tokens * job.heads * job.rope_dims, parallel_threshold_elements);
 }
 
 // ---------------------------------------------------------------------------
 // Element-wise: SwiGLU, add
 
-inline fn silu(x: f32) f32 {
-    return x / (1.0 + @exp(-x));
-}
-
 const BinaryJob = struct { out: [*]f32, a: [*]const f32, b: [*]const f32, n: usize };
 
-fn swigluRange(job: *const BinaryJob, index: u32, count: u32) void {
-    const range = pool_zig.split(job.n, lanes, index, count);
-    for (range.begin..range.end) |i| job.out[i] = silu(job.a[i]) * job.b[i];
+inline fn swigluVector(gate: F32x, up: F32x) F32x {
+    const one: F32x = @splat(1);
+    return gate / (one + simd.exp(lanes, -gate)) * up;
+}
+
+fn swigluRange(job: *const BinaryJob, begin: usize, end: usize) void {
+    var i = begin;
+    while (i + lanes <= end) : (i += lanes) {
+        simd.storeF32(lanes, job.out + i, swigluVector(simd.loadAsF32(f32, lanes, job.a + i), simd.loadAsF32(f32, lanes, job.b + i)));
+    }
+    if (i < end) {
+        // The tail through the same vector code, zero-padded.
+        var gate: [lanes]f32 = @splat(0);
+        var up: [lanes]f32 = @splat(0);
+        @memcpy(gate[0 .. end - i], job.a[i..end]);
+        @memcpy(up[0 .. end - i], job.b[i..end]);
+        const out: [lanes]f32 = swigluVector(gate, up);
+        @memcpy(job.out[i..end], out[0 .. end - i]);
+    }
 }
 
 /// out = silu(gate) · up over n elements.
 pub fn swiglu(pool: *Pool, out: [*]f32, gate: [*]const f32, up: [*]const f32, n: usize) Status {
     const job: BinaryJob = .{ .out = out, .a = gate, .b = up, .n = n };
-    return pool.run(BinaryJob, &job, swigluRange, n * 8, parallel_threshold_elements);
+    return pool.run(BinaryJob, &job, swigluRange, n, lanes, n * 8, parallel_threshold_elements);
 }
 
-fn addRange(job: *const BinaryJob, index: u32, count: u32) void {
-    const range = pool_zig.split(job.n, lanes, index, count);
-    var i = range.begin;
-    while (i + lanes <= range.end) : (i += lanes) {
+fn addRange(job: *const BinaryJob, begin: usize, end: usize) void {
+    var i = begin;
+    while (i + lanes <= end) : (i += lanes) {
         simd.storeF32(lanes, job.out + i, simd.loadAsF32(f32, lanes, job.a + i) + simd.loadAsF32(f32, lanes, job.b + i));
     }
-    while (i < range.end) : (i += 1) job.out[i] = job.a[i] + job.b[i];
+    while (i < end) : (i += 1) job.out[i] = job.a[i] + job.b[i];
 }
 
 /// out = a + b over n elements (out may alias a or b).
 pub fn add(pool: *Pool, out: [*]f32, a: [*]const f32, b: [*]const f32, n: usize) Status {
     const job: BinaryJob = .{ .out = out, .a = a, .b = b, .n = n };
-    return pool.run(BinaryJob, &job, addRange, n, parallel_threshold_elements * 4);
+    return pool.run(BinaryJob, &job, addRange, n, lanes, n, parallel_threshold_elements * 4);
 }
 
 // ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 5;
+pub const abi_version: u32 = 6;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -42,4 +42,5 @@ comptime {
 
 test {
     std.testing.refAllDecls(@This());
+    _ = @import("hot_path_test.zig");
 }

@@ -7,10 +7,10 @@
 //! instructions in the same order whatever tile it falls in and whatever thread
 //! computes it: results are bit-identical for any thread count.
 //!
-//! Q8_0 quantizes the activations once per call into the pool's scratch as
-//! `ActBlock`s (32 signed bytes and a precomputed correction) and multiplies with
-//! integer dot products: `vpdpbusd` with AVX-512 VNNI / AVX-VNNI, a generic
-//! `@Vector` widening multiply otherwise. Both produce the same exact integer lanes.
+//! Q8_0 quantizes the activations once per call into the pool's scratch (quants,
+//! scales and a precomputed `vpdpbusd` correction) and multiplies with integer dot
+//! products: `vpdpbusd` with AVX-512 VNNI, `vpmaddubsw`/`vpmaddwd` with AVX2, a
+//! generic `@Vector` widening multiply otherwise. All produce the same exact lanes.
 const std = @import("std");
 const simd = @import("simd.zig");
 const quant = @import("quant.zig");
@@ -48,6 +48,10 @@ inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job:
     var acc: [R][T]F32x = @splat(@splat(@splat(0)));
     var c: usize = 0;
     while (c + lanes <= cols) : (c += lanes) {
+        if (T == 1) {
+            // GEMV: fetch the next row group's bytes at the same column (see tileQ8).
+            inline for (0..R) |r| @prefetch(job.w + (r0 + R + r) * cols + c, .{ .locality = 2 });
+        }
         var xv: [T]F32x = undefined;
         inline for (0..T) |t| xv[t] = simd.loadAsF32(f32, lanes, job.x + (t0 + t) * cols + c);
         inline for (0..R) |r| {
@@ -66,15 +70,14 @@ inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job:
     }
 }
 
-fn matmulFloatRange(comptime W: type, job: *const FloatJob(W), index: u32, count: u32) void {
-    const range = pool_zig.split(job.rows, row_group, index, count);
-    var r = range.begin;
-    while (r + row_group <= range.end) : (r += row_group) {
+fn matmulFloatRange(comptime W: type, job: *const FloatJob(W), row_begin: usize, row_end: usize) void {
+    var r = row_begin;
+    while (r + row_group <= row_end) : (r += row_group) {
         var t: usize = 0;
         while (t + token_group <= job.tokens) : (t += token_group) tileFloat(W, row_group, token_group, job, r, t);
         while (t < job.tokens) : (t += 1) tileFloat(W, row_group, 1, job, r, t);
     }
-    while (r < range.end) : (r += 1) {
+    while (r < row_end) : (r += 1) {
         var t: usize = 0;
         while (t + token_group <= job.tokens) : (t += token_group) tileFloat(W, 1, token_group, job, r, t);
         while (t < job.tokens) : (t += 1) tileFloat(W, 1, 1, job, r, t);
@@ -84,70 +87,79 @@ fn matmulFloatRange(comptime W: type, job: *const FloatJob(W), index: u32, count
 pub fn matmulFloat(comptime W: type, pool: *Pool, out: [*]f32, w: [*]align(1) const W, x: [*]const f32, rows: usize, cols: usize, tokens: usize) pool_zig.Status {
     const job: FloatJob(W) = .{ .out = out, .w = w, .x = x, .rows = rows, .cols = cols, .tokens = tokens };
     const Runner = struct {
-        fn run(j: *const FloatJob(W), index: u32, count: u32) void {
-            matmulFloatRange(W, j, index, count);
+        fn run(j: *const FloatJob(W), begin: usize, end: usize) void {
+            matmulFloatRange(W, j, begin, end);
         }
     };
-    return pool.run(FloatJob(W), &job, Runner.run, rows * cols * tokens, parallel_threshold_macs);
+    return pool.run(FloatJob(W), &job, Runner.run, rows, row_group, rows * cols * tokens, parallel_threshold_macs);
 }
 
 // ---------------------------------------------------------------------------
 // Q8_0 weights
+//
+// The kernel works on pairs of consecutive blocks of one row in a 512-bit vector:
+// one 64-byte load at the pair's start plus the 4 bytes after it hold both scales and
+// both 32-byte quants; a byte permute (vpermt2b with AVX-512 VBMI) packs the 64
+// quants. The activations are quantized once per call into three arrays per token,
+// padded to an even block count with zeros: quants (64 bytes per pair), vpdpbusd
+// corrections (64 bytes per pair) and scales (f32).
 
-/// One quantized activation block: 32 signed bytes and, per group of 4 bytes,
-/// -128 × their sum (the `vpdpbusd` offset correction: the weights enter it as
-/// unsigned `q + 128`). Its scale lives in a separate f32 array.
-pub const ActBlock = extern struct {
-    qs: [qk]i8 align(32),
-    neg_corr: [8]i32,
+/// The quantized activations of one call, laid out in the pool's scratch.
+const Activations = struct {
+    qs: [*]i8,
+    neg_corr: [*]i32,
+    scales: [*]f32,
+    /// Blocks per token, rounded up to even.
+    blocks_padded: usize,
+
+    fn init(scratch: []align(64) u8, blocks: usize, tokens: usize) Activations {
+        const padded = blocks + (blocks & 1);
+        std.debug.assert(scratch.len >= q8ScratchSize(blocks * qk, tokens));
+        const qs_bytes = tokens * padded * qk;
+        return .{
+            .qs = @ptrCast(scratch.ptr),
+            .neg_corr = @ptrCast(@alignCast(scratch.ptr + qs_bytes)),
+            .scales = @ptrCast(@alignCast(scratch.ptr + 2 * qs_bytes)),
+            .blocks_padded = padded,
+        };
+    }
 };
 
-comptime {
-    std.debug.assert(@sizeOf(ActBlock) == 64);
-}
-
-/// Scratch bytes the Q8_0 matmul needs for `tokens` rows of `cols` activations.
+/// Scratch bytes the Q8_0 matmul needs for `tokens` rows of `cols` activations:
+/// per (even-padded) block 32 quants, 8 i32 corrections and one f32 scale.
 pub fn q8ScratchSize(cols: usize, tokens: usize) usize {
-    return tokens * (cols / qk) * (@sizeOf(ActBlock) + @sizeOf(f32));
+    const blocks = cols / qk;
+    return tokens * (blocks + (blocks & 1)) * (qk + 8 * @sizeOf(i32) + @sizeOf(f32));
 }
 
-/// Quantizes one row of activations into ActBlocks and their scales (f32 values of
-/// the f16-rounded scale, as llama.cpp's Q8_0 activations).
-pub fn quantizeActivations(x: []const f32, blocks: []ActBlock, scales: []f32) void {
-    std.debug.assert(x.len == blocks.len * qk and scales.len == blocks.len);
-    for (blocks, scales, 0..) |*block, *scale, b| {
-        const d = quant.quantizeBlock(x[b * qk ..][0..qk], &block.qs);
-        scale.* = @as(f16, @floatCast(d));
+/// Quantizes one token's activations (llama.cpp's Q8_0: f16-rounded scale) into
+/// quants, scales and, per group of 4 quants, -128 × their sum: the weights enter
+/// `vpdpbusd` as unsigned `q + 128`, and the correction makes its lanes exact.
+/// Writes zeros into the padding block.
+fn quantizeActivations(x: []const f32, qs: []i8, neg_corr: []i32, scales: []f32) void {
+    const blocks = x.len / qk;
+    for (0..scales.len) |b| {
+        const q = qs[b * qk ..][0..qk];
+        if (b >= blocks) {
+            @memset(q, 0);
+            scales[b] = 0;
+        } else {
+            scales[b] = @as(f16, @floatCast(quant.quantizeBlock(x[b * qk ..][0..qk], q)));
+        }
         for (0..8) |g| {
             var sum: i32 = 0;
-            for (block.qs[g * 4 ..][0..4]) |q| sum += q;
-            block.neg_corr[g] = -128 * sum;
+            for (q[g * 4 ..][0..4]) |v| sum += v;
+            neg_corr[b * 8 + g] = -128 * sum;
         }
     }
 }
 
 const I32x8 = @Vector(8, i32);
-const F32x8 = @Vector(8, f32);
+const I32x16 = @Vector(16, i32);
+const F32x16 = @Vector(16, f32);
+const U8x64 = @Vector(64, u8);
 
-/// Integer dot product of a weight block with an activation block, as 8 lanes:
-/// lane g = Σ_{j<4} w[4g+j]·x[4g+j] (exact).
-inline fn dotLanes(w: *align(1) const [qk]i8, a: *const ActBlock) I32x8 {
-    const wv: @Vector(qk, i8) = w.*;
-    const xv: @Vector(qk, i8) = a.qs;
-    if (comptime simd.has_avx512vnni or simd.has_avxvnni) {
-        const wu: @Vector(qk, u8) = @as(@Vector(qk, u8), @bitCast(wv)) ^ @as(@Vector(qk, u8), @splat(0x80));
-        const corr: I32x8 = a.neg_corr;
-        const mnemonic = if (simd.has_avx512vnni) "vpdpbusd" else "{vex} vpdpbusd";
-        return asm (mnemonic ++ " %[x], %[w], %[acc]"
-            : [acc] "=v" (-> I32x8),
-            : [_] "0" (corr),
-              [w] "v" (wu),
-              [x] "v" (xv),
-        );
-    }
-    return dotLanesGeneric(wv, xv);
-}
-
+/// lane g of 8 = Σ_{j<4} w[4g+j]·x[4g+j], exact (the lane layout of vpdpbusd).
 inline fn dotLanesGeneric(wv: @Vector(qk, i8), xv: @Vector(qk, i8)) I32x8 {
     const p: @Vector(qk, i32) = @as(@Vector(qk, i32), wv) * @as(@Vector(qk, i32), xv);
     const pairs = @shuffle(i32, p, undefined, even16) + @shuffle(i32, p, undefined, odd16);
@@ -159,46 +171,169 @@ const odd16 = even16 + @as(@Vector(16, i32), @splat(1));
 const even8 = std.simd.iota(i32, 8) * @as(@Vector(8, i32), @splat(2));
 const odd8 = even8 + @as(@Vector(8, i32), @splat(1));
 
+/// The 8 lanes of `dotLanesGeneric` with AVX2: |w| (unsigned) × sign(x, w) summed in
+/// byte pairs by `vpmaddubsw` (no saturation: 2·128·127 < 2^15), then in i16 pairs by
+/// `vpmaddwd`. Exact, same lane layout as vpdpbusd.
+inline fn dotLanesAvx2(wv: @Vector(qk, i8), xv: @Vector(qk, i8)) I32x8 {
+    const w_abs: @Vector(qk, u8) = @abs(wv);
+    const x_signed = asm ("vpsignb %[w], %[x], %[out]"
+        : [out] "=x" (-> @Vector(qk, i8)),
+        : [x] "x" (xv),
+          [w] "x" (wv),
+    );
+    const pairs = asm ("vpmaddubsw %[s], %[u], %[out]"
+        : [out] "=x" (-> @Vector(16, i16)),
+        : [u] "x" (w_abs),
+          [s] "x" (x_signed),
+    );
+    const ones: @Vector(16, i16) = @splat(1);
+    return asm ("vpmaddwd %[ones], %[p], %[out]"
+        : [out] "=x" (-> I32x8),
+        : [p] "x" (pairs),
+          [ones] "x" (ones),
+    );
+}
+
+/// 16 exact lanes for a pair of blocks: lanes 0-7 block 2j, lanes 8-15 block 2j+1.
+inline fn dotLanesPair(w_qs: U8x64, x_qs: *align(64) const [2 * qk]i8, neg_corr: *align(64) const [16]i32) I32x16 {
+    if (comptime simd.has_avx512vnni) {
+        const wu = w_qs ^ @as(U8x64, @splat(0x80));
+        const xv: @Vector(2 * qk, i8) = x_qs.*;
+        const corr: I32x16 = neg_corr.*;
+        return asm ("vpdpbusd %[x], %[w], %[acc]"
+            : [acc] "=v" (-> I32x16),
+            : [_] "0" (corr),
+              [w] "v" (wu),
+              [x] "v" (xv),
+        );
+    }
+    const wv: @Vector(2 * qk, i8) = @bitCast(w_qs);
+    const xv: @Vector(2 * qk, i8) = x_qs.*;
+    if (comptime simd.has_avx2) {
+        const first = std.simd.iota(i32, qk);
+        const second = first + @as(@Vector(qk, i32), @splat(qk));
+        const lo = dotLanesAvx2(@shuffle(i8, wv, undefined, first), @shuffle(i8, xv, undefined, first));
+        const hi = dotLanesAvx2(@shuffle(i8, wv, undefined, second), @shuffle(i8, xv, undefined, second));
+        return @shuffle(i32, lo, hi, [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, -1, -2, -3, -4, -5, -6, -7, -8 });
+    }
+    const lo = dotLanesGeneric(@shuffle(i8, wv, undefined, std.simd.iota(i32, qk)), @shuffle(i8, xv, undefined, std.simd.iota(i32, qk)));
+    const hi = dotLanesGeneric(@shuffle(i8, wv, undefined, std.simd.iota(i32, qk) + @as(@Vector(qk, i32), @splat(qk))), @shuffle(i8, xv, undefined, std.simd.iota(i32, qk) + @as(@Vector(qk, i32), @splat(qk))));
+    return @shuffle(i32, lo, hi, [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, -1, -2, -3, -4, -5, -6, -7, -8 });
+}
+
+/// Picks the 64 quants of a block pair out of its 68 bytes: bytes 2..33 of `head`
+/// (the first 64 bytes) and bytes 36..67 (the last 4 are lanes 0..3 of `tail`).
+const pair_qs_mask = blk: {
+    var mask: [64]i32 = undefined;
+    for (0..64) |i| {
+        const byte = if (i < 32) 2 + i else 36 + (i - 32);
+        mask[i] = if (byte < 64) byte else ~@as(i32, byte - 64);
+    }
+    break :blk mask;
+};
+
+/// One weight block pair: its 64 quants and its two f16 scales.
+const WeightPair = struct { qs: U8x64, d: @Vector(2, f16) };
+
+inline fn loadWeightPair(bytes: [*]const u8) WeightPair {
+    const head: U8x64 = @as(*align(1) const [64]u8, @ptrCast(bytes)).*;
+    const tail_word: u32 = @as(*align(1) const u32, @ptrCast(bytes + 64)).*;
+    var tail_words: @Vector(16, u32) = @splat(0);
+    tail_words[0] = tail_word;
+    const tail: U8x64 = @bitCast(tail_words);
+    const words: @Vector(32, u16) = @bitCast(head);
+    const d: @Vector(2, u16) = @shuffle(u16, words, undefined, [2]i32{ 0, 17 });
+    return .{ .qs = @shuffle(u8, head, tail, pair_qs_mask), .d = @bitCast(d) };
+}
+
 const Q8Job = struct {
     out: [*]f32,
-    w: [*]align(1) const BlockQ8_0,
-    act: [*]const ActBlock,
-    act_scales: [*]const f32,
+    w: [*]const u8,
+    act: Activations,
     rows: usize,
     blocks_per_row: usize,
     tokens: usize,
 };
 
+/// Lanes [2r ×8, 2r+1 ×8] of a 2R-lane vector: block 2j's and 2j+1's scale of row r.
+fn rowScaleMask(comptime r: usize) [16]i32 {
+    @setEvalBranchQuota(100_000);
+    var mask: [16]i32 = undefined;
+    for (0..16) |i| mask[i] = @intCast(2 * r + i / 8);
+    return mask;
+}
+
+fn dxMask(comptime R: usize) [2 * R]i32 {
+    @setEvalBranchQuota(100_000);
+    var mask: [2 * R]i32 = undefined;
+    for (0..2 * R) |i| mask[i] = @intCast(i % 2);
+    return mask;
+}
+
+/// A register tile of R rows × T tokens. Each output element is
+/// hsum16(Σ_pairs cvt(lanes) · (dw · dx)) with lane-wise FMAs: the same arithmetic in
+/// every tile shape, so GEMV, GEMM and every thread split agree bit for bit.
 inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: usize, t0: usize) void {
     const nb = job.blocks_per_row;
-    var acc: [R][T]F32x8 = @splat(@splat(@splat(0)));
-    for (0..nb) |b| {
-        var dx: [T]f32 = undefined;
-        inline for (0..T) |t| dx[t] = job.act_scales[(t0 + t) * nb + b];
+    const row_bytes = nb * @sizeOf(BlockQ8_0);
+    const act = job.act;
+    var acc: [R][T]F32x16 = @splat(@splat(@splat(0)));
+    var j: usize = 0;
+    while (j < act.blocks_padded) : (j += 2) {
+        // An odd last block is copied out with zero padding (its 64-byte load would
+        // read past the row).
+        var odd_buffer: [68]u8 = undefined;
+        var pairs: [R]WeightPair = undefined;
+        if (T == 1) {
+            // GEMV streams each weight byte once: fetch the next row group's bytes at the
+            // same position (its rows are the next R·row_bytes; the prefetcher would
+            // otherwise retrain on every short row).
+            inline for (0..R) |r| {
+                @prefetch(job.w + (r0 + R + r) * row_bytes + j * @sizeOf(BlockQ8_0), .{ .locality = 2 });
+            }
+        }
         inline for (0..R) |r| {
-            const block = &job.w[(r0 + r) * nb + b];
-            const dw: f32 = block.d;
-            inline for (0..T) |t| {
-                const lanes_i = dotLanes(&block.qs, &job.act[(t0 + t) * nb + b]);
-                const scale: F32x8 = @splat(dw * dx[t]);
-                acc[r][t] = @mulAdd(F32x8, @floatFromInt(lanes_i), scale, acc[r][t]);
+            const start = job.w + (r0 + r) * row_bytes + j * @sizeOf(BlockQ8_0);
+            if (j + 1 < nb) {
+                pairs[r] = loadWeightPair(start);
+            } else {
+                @memset(&odd_buffer, 0);
+                @memcpy(odd_buffer[0..@sizeOf(BlockQ8_0)], start[0..@sizeOf(BlockQ8_0)]);
+                pairs[r] = loadWeightPair(&odd_buffer);
+            }
+        }
+        var d_bits: @Vector(2 * R, f16) = undefined;
+        inline for (0..R) |r| {
+            d_bits[2 * r] = pairs[r].d[0];
+            d_bits[2 * r + 1] = pairs[r].d[1];
+        }
+        const dw: @Vector(2 * R, f32) = @floatCast(d_bits);
+        inline for (0..T) |t| {
+            const token = (t0 + t) * act.blocks_padded + j;
+            const dx2: @Vector(2, f32) = .{ act.scales[token], act.scales[token + 1] };
+            const scales = dw * @shuffle(f32, dx2, undefined, dxMask(R));
+            const x_qs: *align(64) const [2 * qk]i8 = @ptrCast(@alignCast(act.qs + token * qk));
+            const corr: *align(64) const [16]i32 = @ptrCast(@alignCast(act.neg_corr + token * 8));
+            inline for (0..R) |r| {
+                const lanes_i = dotLanesPair(pairs[r].qs, x_qs, corr);
+                const scale: F32x16 = @shuffle(f32, scales, undefined, rowScaleMask(r));
+                acc[r][t] = @mulAdd(F32x16, @floatFromInt(lanes_i), scale, acc[r][t]);
             }
         }
     }
     inline for (0..R) |r| {
-        inline for (0..T) |t| job.out[(t0 + t) * job.rows + r0 + r] = simd.hsum(8, f32, acc[r][t]);
+        inline for (0..T) |t| job.out[(t0 + t) * job.rows + r0 + r] = simd.hsum(16, f32, acc[r][t]);
     }
 }
 
-fn matmulQ8Range(job: *const Q8Job, index: u32, count: u32) void {
-    const range = pool_zig.split(job.rows, row_group, index, count);
-    var r = range.begin;
-    while (r + row_group <= range.end) : (r += row_group) {
+fn matmulQ8Range(job: *const Q8Job, row_begin: usize, row_end: usize) void {
+    var r = row_begin;
+    while (r + row_group <= row_end) : (r += row_group) {
         var t: usize = 0;
         while (t + token_group <= job.tokens) : (t += token_group) tileQ8(row_group, token_group, job, r, t);
         while (t < job.tokens) : (t += 1) tileQ8(row_group, 1, job, r, t);
     }
-    while (r < range.end) : (r += 1) {
+    while (r < row_end) : (r += 1) {
         var t: usize = 0;
         while (t + token_group <= job.tokens) : (t += token_group) tileQ8(1, token_group, job, r, t);
         while (t < job.tokens) : (t += 1) tileQ8(1, 1, job, r, t);
@@ -207,32 +342,33 @@ fn matmulQ8Range(job: *const Q8Job, index: u32, count: u32) void {
 
 const QuantizeJob = struct {
     x: [*]const f32,
-    act: [*]ActBlock,
-    act_scales: [*]f32,
-    blocks_per_row: usize,
+    act: Activations,
+    cols: usize,
     tokens: usize,
 };
 
-fn quantizeRange(job: *const QuantizeJob, index: u32, count: u32) void {
-    const range = pool_zig.split(job.tokens, 1, index, count);
-    const nb = job.blocks_per_row;
-    for (range.begin..range.end) |t| {
-        quantizeActivations(job.x[t * nb * qk ..][0 .. nb * qk], job.act[t * nb ..][0..nb], job.act_scales[t * nb ..][0..nb]);
+fn quantizeRange(job: *const QuantizeJob, token_begin: usize, token_end: usize) void {
+    const padded = job.act.blocks_padded;
+    for (token_begin..token_end) |t| {
+        quantizeActivations(
+            job.x[t * job.cols ..][0..job.cols],
+            job.act.qs[t * padded * qk ..][0 .. padded * qk],
+            job.act.neg_corr[t * padded * 8 ..][0 .. padded * 8],
+            job.act.scales[t * padded ..][0..padded],
+        );
     }
 }
 
 /// Q8_0 matmul; `cols % 32 == 0` and the pool's scratch holds `q8ScratchSize(cols, tokens)`.
 pub fn matmulQ8_0(pool: *Pool, out: [*]f32, w: [*]align(1) const BlockQ8_0, x: [*]const f32, rows: usize, cols: usize, tokens: usize) pool_zig.Status {
     std.debug.assert(cols % qk == 0);
-    std.debug.assert(pool.scratch.len >= q8ScratchSize(cols, tokens));
     const nb = cols / qk;
-    const act: [*]ActBlock = @ptrCast(pool.scratch.ptr);
-    const act_scales: [*]f32 = @ptrCast(@alignCast(pool.scratch.ptr + tokens * nb * @sizeOf(ActBlock)));
-    const quantize_job: QuantizeJob = .{ .x = x, .act = act, .act_scales = act_scales, .blocks_per_row = nb, .tokens = tokens };
-    const status = pool.run(QuantizeJob, &quantize_job, quantizeRange, tokens * cols, parallel_threshold_macs);
+    const act = Activations.init(pool.scratch, nb, tokens);
+    const quantize_job: QuantizeJob = .{ .x = x, .act = act, .cols = cols, .tokens = tokens };
+    const status = pool.run(QuantizeJob, &quantize_job, quantizeRange, tokens, 1, tokens * cols, parallel_threshold_macs);
     if (status != .ok) return status;
-    const job: Q8Job = .{ .out = out, .w = w, .act = act, .act_scales = act_scales, .rows = rows, .blocks_per_row = nb, .tokens = tokens };
-    return pool.run(Q8Job, &job, matmulQ8Range, rows * cols * tokens, parallel_threshold_macs);
+    const job: Q8Job = .{ .out = out, .w = @ptrCast(w), .act = act, .rows = rows, .blocks_per_row = nb, .tokens = tokens };
+    return pool.run(Q8Job, &job, matmulQ8Range, rows, row_group, rows * cols * tokens, parallel_threshold_macs);
 }
 
 // ---------------------------------------------------------------------------
@@ -410,18 +546,65 @@ test "Q8_0 matmul matches the scalar reference on awkward shapes, bit-identical 
     try testQ8Shape(67, 256, 5);
 }
 
-test "vpdpbusd lanes equal the generic lanes, including -128 weights" {
+test "vpdpbusd and AVX2 lanes of a block pair equal the generic lanes, including -128 weights" {
     var prng = std.Random.DefaultPrng.init(7);
     const random = prng.random();
     for (0..100) |_| {
-        var w: [qk]i8 = undefined;
-        var x: [qk]f32 = undefined;
+        var w: [2 * qk]i8 = undefined;
+        var x: [2 * qk]f32 = undefined;
         for (&w) |*v| v.* = random.int(i8);
         w[0] = -128;
         fillRandom(random, &x, 5);
-        var blocks: [1]ActBlock = undefined;
-        var scales: [1]f32 = undefined;
-        quantizeActivations(&x, &blocks, &scales);
-        try testing.expectEqual(dotLanesGeneric(w, blocks[0].qs), dotLanes(&w, &blocks[0]));
+        var qs: [2 * qk]i8 align(64) = undefined;
+        var corr: [16]i32 align(64) = undefined;
+        var scales: [2]f32 = undefined;
+        quantizeActivations(&x, &qs, &corr, &scales);
+        const expected = @shuffle(i32, dotLanesGeneric(w[0..qk].*, qs[0..qk].*), dotLanesGeneric(w[qk..].*, qs[qk..].*), [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, -1, -2, -3, -4, -5, -6, -7, -8 });
+        try testing.expectEqual(expected, dotLanesPair(@bitCast(w), &qs, &corr));
+        if (comptime simd.has_avx2) {
+            try testing.expectEqual(dotLanesGeneric(w[0..qk].*, qs[0..qk].*), dotLanesAvx2(w[0..qk].*, qs[0..qk].*));
+        }
     }
+}
+
+test "loadWeightPair unpacks two Q8_0 blocks" {
+    var blocks: [2]BlockQ8_0 = undefined;
+    for (&blocks, 0..) |*b, k| {
+        b.d = @floatFromInt(k + 1);
+        for (&b.qs, 0..) |*q, i| q.* = @intCast(@as(i32, @intCast(i)) - 16 + @as(i32, @intCast(k)) * 50);
+    }
+    const pair = loadWeightPair(@ptrCast(&blocks));
+    try testing.expectEqual(@as(f16, 1), pair.d[0]);
+    try testing.expectEqual(@as(f16, 2), pair.d[1]);
+    const qs: [64]i8 = @bitCast(pair.qs);
+    try testing.expectEqualSlices(i8, &blocks[0].qs, qs[0..32]);
+    try testing.expectEqualSlices(i8, &blocks[1].qs, qs[32..64]);
+}
+
+test "Q8_0 and float GEMM rows equal GEMV of each token bit for bit" {
+    const allocator = testing.allocator;
+    const rows = 11;
+    const cols = 32 * 9;
+    const tokens = 6;
+    var prng = std.Random.DefaultPrng.init(11);
+    const wf = try allocator.alloc(f32, rows * cols);
+    defer allocator.free(wf);
+    fillRandom(prng.random(), wf, 1);
+    const w = try allocator.alloc(BlockQ8_0, rows * cols / qk);
+    defer allocator.free(w);
+    quant.quantizeRowQ8_0(wf, w);
+    const x = try allocator.alloc(f32, tokens * cols);
+    defer allocator.free(x);
+    fillRandom(prng.random(), x, 2);
+    var gemm: [tokens * rows]f32 = undefined;
+    var gemv: [tokens * rows]f32 = undefined;
+    const pool = try Pool.create(allocator, 1);
+    defer pool.destroy(allocator);
+    try pool.reserve(allocator, q8ScratchSize(cols, tokens));
+    _ = matmulQ8_0(pool, &gemm, w.ptr, x.ptr, rows, cols, tokens);
+    for (0..tokens) |t| _ = matmulQ8_0(pool, gemv[t * rows ..].ptr, w.ptr, x[t * cols ..].ptr, rows, cols, 1);
+    try testing.expectEqualSlices(f32, &gemm, &gemv);
+    _ = matmulFloat(f32, pool, &gemm, wf.ptr, x.ptr, rows, cols, tokens);
+    for (0..tokens) |t| _ = matmulFloat(f32, pool, gemv[t * rows ..].ptr, wf.ptr, x[t * cols ..].ptr, rows, cols, 1);
+    try testing.expectEqualSlices(f32, &gemm, &gemv);
 }

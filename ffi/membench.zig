@@ -11,35 +11,33 @@ const step_bytes = 4 * lanes * 8;
 
 const ReadJob = struct {
     bytes: [*]const u8,
-    size_bytes: usize,
-    sums: *[pool_zig.thread_count_max]u64,
+    sum: *std.atomic.Value(u64),
 };
 
-fn readRange(job: *const ReadJob, index: u32, count: u32) void {
-    const range = pool_zig.split(job.size_bytes / step_bytes, 1, index, count);
+fn readRange(job: *const ReadJob, begin: usize, end: usize) void {
     var a: U64x = @splat(0);
     var b: U64x = @splat(0);
     var c: U64x = @splat(0);
     var d: U64x = @splat(0);
-    for (range.begin..range.end) |s| {
+    for (begin..end) |s| {
         const p: [*]align(1) const [lanes]u64 = @ptrCast(job.bytes + s * step_bytes);
         a +%= p[0];
         b +%= p[1];
         c +%= p[2];
         d +%= p[3];
     }
-    job.sums[index] = @reduce(.Add, a +% b +% c +% d);
+    _ = job.sum.fetchAdd(@reduce(.Add, a +% b +% c +% d), .monotonic);
 }
 
 /// Reads `size_bytes` (whole 256-byte steps) at `address` on every pool thread and
 /// returns a checksum (so the reads cannot be optimised away).
 export fn dotllm_bench_read(pool: *Pool, address: usize, size_bytes: usize) u64 {
-    var sums: [pool_zig.thread_count_max]u64 = @splat(0);
-    const job: ReadJob = .{ .bytes = @ptrFromInt(address), .size_bytes = size_bytes, .sums = &sums };
-    _ = pool.run(ReadJob, &job, readRange, size_bytes, 0);
-    var total: u64 = 0;
-    for (sums) |s| total +%= s;
-    return total;
+    var sum: std.atomic.Value(u64) = .init(0);
+    const job: ReadJob = .{ .bytes = @ptrFromInt(address), .sum = &sum };
+    const steps = size_bytes / step_bytes;
+    // One unit per 256-byte step, claimed in chunks of 16 KiB.
+    _ = pool.run(ReadJob, &job, readRange, steps, 64, steps, 0);
+    return sum.load(.monotonic);
 }
 
 test "the checksum covers every step once, whatever the thread count" {

@@ -11,6 +11,10 @@ pub const has_avx512vnni = builtin.cpu.arch == .x86_64 and
     x86.featureSetHas(builtin.cpu.features, .avx512vnni) and
     x86.featureSetHas(builtin.cpu.features, .avx512vl);
 
+/// True when the target has AVX2 (`vpmaddubsw`, `vpsignb` on 256-bit vectors).
+pub const has_avx2 = builtin.cpu.arch == .x86_64 and
+    x86.featureSetHas(builtin.cpu.features, .avx2);
+
 /// True when the target has AVX-VNNI (the VEX-encoded `vpdpbusd`, e.g. Alder Lake).
 pub const has_avxvnni = builtin.cpu.arch == .x86_64 and
     x86.featureSetHas(builtin.cpu.features, .avxvnni);
@@ -58,6 +62,26 @@ pub inline fn hsum(comptime lanes: comptime_int, comptime T: type, v: @Vector(la
     return hsum(half, T, lo + hi);
 }
 
+/// e^x lane-wise (Cephes-style: 2^n · p(r) with |r| <= ln2/2, degree-6 polynomial),
+/// within 2 ulp of @exp for x in [-87, 88]; inputs are clamped to [-87.3, 88.7].
+pub inline fn exp(comptime n: comptime_int, x_in: @Vector(n, f32)) @Vector(n, f32) {
+    const V = @Vector(n, f32);
+    const x = @min(@max(x_in, @as(V, @splat(-87.3))), @as(V, @splat(88.7)));
+    const k = @round(x * @as(V, @splat(1.44269504088896341)));
+    var r = @mulAdd(V, k, @as(V, @splat(-0.693359375)), x);
+    r = @mulAdd(V, k, @as(V, @splat(2.12194440e-4)), r);
+    var p: V = @splat(1.9875691500e-4);
+    p = @mulAdd(V, p, r, @splat(1.3981999507e-3));
+    p = @mulAdd(V, p, r, @splat(8.3334519073e-3));
+    p = @mulAdd(V, p, r, @splat(4.1665795894e-2));
+    p = @mulAdd(V, p, r, @splat(1.6666665459e-1));
+    p = @mulAdd(V, p, r, @splat(5.0000001201e-1));
+    p = @mulAdd(V, p, r * r, r + @as(V, @splat(1)));
+    const ki: @Vector(n, i32) = @intFromFloat(k);
+    const scale: V = @bitCast((ki + @as(@Vector(n, i32), @splat(127))) << @splat(23));
+    return p * scale;
+}
+
 /// Largest lane of `v`.
 pub inline fn hmax(comptime lanes: comptime_int, v: @Vector(lanes, f32)) f32 {
     return @reduce(.Max, v);
@@ -68,6 +92,22 @@ test "hsum adds every lane" {
     try std.testing.expectEqual(@as(f32, 136), hsum(16, f32, v));
     const w: @Vector(8, i32) = .{ 1, -2, 3, -4, 5, -6, 7, -8 };
     try std.testing.expectEqual(@as(i32, -4), hsum(8, i32, w));
+}
+
+test "vector exp is within 2 ulp of @exp" {
+    var x: f32 = -87;
+    while (x < 88) : (x += 0.01731) {
+        const v: @Vector(4, f32) = .{ x, x * 0.5, -x * 0.25, x * 0.001 };
+        const got = exp(4, v);
+        for (0..4) |i| {
+            const want = @exp(v[i]);
+            const ulp = std.math.floatEps(f32) * @abs(want);
+            if (@abs(got[i] - want) > 2 * ulp + std.math.floatMin(f32)) {
+                std.debug.print("exp({e}) = {e}, want {e}\n", .{ v[i], got[i], want });
+                return error.TestExpectedApproxEq;
+            }
+        }
+    }
 }
 
 test "loadAsF32 converts f16 and bf16" {

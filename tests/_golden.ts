@@ -1,4 +1,5 @@
 /** The llama.cpp golden greedy outputs (`golden/*.greedy.json`) and a checker. @module */
+import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import type { LlamaModel } from "../src/model/mod.ts";
 import { testdata } from "./_testdata.ts";
@@ -37,4 +38,23 @@ export function greedyAgainstGolden(model: LlamaModel, c: GoldenCase) {
     logits = model.forward([c.generated_ids[i]], pos++);
   }
   return { ids, maxError };
+}
+
+/** stories260K with `blk.0.attn_q.weight`'s type id patched to `typeId`. */
+export function patchedStories(typeId: number): string {
+  const bytes = new Uint8Array(readFileSync(testdata("models/stories260K.gguf")));
+  const name = new TextEncoder().encode("blk.0.attn_q.weight");
+  let at = -1;
+  for (let i = 0; i < 20000 && at < 0; i++) {
+    if (name.every((b, j) => bytes[i + j] === b)) at = i;
+  }
+  assert.ok(at > 0);
+  const dv = new DataView(bytes.buffer);
+  const dimsAt = at + name.length;
+  const typeAt = dimsAt + 4 + dv.getUint32(dimsAt, true) * 8;
+  assert.equal(dv.getUint32(typeAt, true), 0);
+  dv.setUint32(typeAt, typeId, true);
+  const path = Deno.makeTempFileSync({ suffix: ".gguf" });
+  Deno.writeFileSync(path, bytes);
+  return path;
 }

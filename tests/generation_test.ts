@@ -165,3 +165,18 @@ Deno.test("generate: the same seed gives the same sampled tokens", async () => {
   assert.deepEqual(await run(7), a);
   assert.notDeepEqual(await run(8), a);
 });
+
+Deno.test("generate: an interrupt during a long prefill stops between batches", async () => {
+  using model = LlamaModel.load(STORIES, {
+    kernels: (native, threads) => new Kernels(native, threads),
+    batchSize: 4,
+  });
+  let polls = 0;
+  const result = await generate(model, tokenizerOf(model), new Sampler(512, {}, 1), {
+    prompt: new Array(20).fill(403),
+    shouldStop: () => ++polls >= 2,
+  });
+  assert.equal(result.finishReason, "interrupted");
+  assert.equal(result.timings.prefillTokens, 8); // 2 batches of 4, then the interrupt
+  assert.equal(result.tokens.length, 0);
+});

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { Kernels } from "../src/kernels/mod.ts";
+import { q8ScratchBytes } from "../src/kernels/kernels.ts";
 import { loadNative } from "../src/native/mod.ts";
 
 const native = loadNative();
@@ -33,7 +34,16 @@ Deno.test("a worker that panics is reported as an error; the pool keeps working 
   // Through the raw exports: Kernels has no way to make a worker panic.
   const pool = native.fn.dotllm_pool_create(3);
   assert.notEqual(pool, 0);
-  for (const worker of [1, 2, 1]) assert.equal(native.fn.dotllm_pool_panic_test(pool, worker), 1);
+  for (let i = 0; i < 3; i++) assert.equal(native.fn.dotllm_pool_panic_test(pool), 1);
   assert.equal(native.fn.dotllm_pool_noop(pool), 0); // the next dispatch succeeds
   native.fn.dotllm_pool_destroy(pool); // joins every worker, the panicked ones too
+});
+
+Deno.test("the TS Q8_0 scratch size equals the native one (odd and even block counts)", () => {
+  for (const [tokens, cols] of [[1, 32], [3, 32 * 33], [7, 4096], [2, 32 * 35]]) {
+    assert.equal(
+      q8ScratchBytes(tokens, cols),
+      native.fn.dotllm_matmul_q8_0_scratch_size(cols, tokens),
+    );
+  }
 });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import type { GgufTensorInfo } from "../src/gguf/reader.ts";
 import { GgmlType } from "../src/gguf/types.ts";
 import { LlamaModel, type ModelKernels, type ModelOptions } from "../src/model/mod.ts";
 import { Kernels } from "../src/kernels/mod.ts";
@@ -88,5 +89,68 @@ Deno.test("synthetic model: Zig kernels match the reference per type, bit-identi
     assert.ok(d < bounds[type], `type ${type}: max logit difference ${d}`);
     assert.deepEqual(byThreads[1], byThreads[0], `type ${type}: 2 threads = 1 thread`);
     assert.deepEqual(byThreads[2], byThreads[0], `type ${type}: 3 threads = 1 thread`);
+  }
+});
+
+Deno.test("config errors name the key: missing, wrong type, out of range, inconsistent", () => {
+  const cases: [string, unknown, RegExp][] = [
+    [
+      "llama.attention.layer_norm_rms_epsilon",
+      undefined,
+      /missing metadata key "llama.attention.layer_norm_rms_epsilon"/,
+    ],
+    [
+      "llama.block_count",
+      "five",
+      /"llama.block_count" must be an integer in \[1, 1024\], got five/,
+    ],
+    ["llama.block_count", 0, /"llama.block_count" must be an integer/],
+    ["llama.embedding_length", 1.5, /"llama.embedding_length" must be an integer/],
+    [
+      "llama.attention.head_count_kv",
+      3,
+      /head_count" 4 is not a multiple of "llama.attention.head_count_kv" 3/,
+    ],
+    ["llama.rope.dimension_count", 7, /"llama.rope.dimension_count" must be even, got 7/],
+    ["llama.rope.freq_base", -1, /"llama.rope.freq_base" must be a number > 0, got -1/],
+    ["llama.context_length", 10n ** 12n, /"llama.context_length" must be an integer/],
+    ["general.architecture", "gemma", /unsupported architecture "gemma"/],
+    ["llama.rope.scaling.type", "yarn", /unsupported RoPE scaling "yarn"/],
+  ];
+  for (const [key, value, message] of cases) {
+    const s = syntheticModel(native, { type: GgmlType.F32 });
+    try {
+      const metadata = s.gguf.metadata as Map<string, unknown>;
+      if (value === undefined) metadata.delete(key);
+      else metadata.set(key, value);
+      assert.throws(
+        () => new LlamaModel(native, s.gguf, s.base, undefined, { kernels: ref }),
+        message,
+        `${key} = ${String(value)}`,
+      );
+    } finally {
+      s.memory.free();
+    }
+  }
+});
+
+Deno.test("weights errors name the tensor: wrong shape, missing tensor", () => {
+  const s = syntheticModel(native, { type: GgmlType.F32 });
+  try {
+    const tensors = s.gguf.tensorsByName as Map<string, GgufTensorInfo>;
+    const wk = tensors.get("blk.1.attn_k.weight")!;
+    tensors.set("blk.1.attn_k.weight", { ...wk, dims: [64, 64] });
+    assert.throws(
+      () => new LlamaModel(native, s.gguf, s.base, undefined, { kernels: ref }),
+      /tensor "blk.1.attn_k.weight" has shape \[64, 64\], expected \[64, 32\]/,
+    );
+    tensors.set("blk.1.attn_k.weight", wk);
+    tensors.delete("blk.0.ffn_down.weight");
+    assert.throws(
+      () => new LlamaModel(native, s.gguf, s.base, undefined, { kernels: ref }),
+      /missing tensor "blk.0.ffn_down.weight"/,
+    );
+  } finally {
+    s.memory.free();
   }
 });

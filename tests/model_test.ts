@@ -5,7 +5,7 @@ import { Kernels } from "../src/kernels/mod.ts";
 import { LlamaModel, ModelError, readLlamaConfig } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { ReferenceKernels } from "../src/model/reference_kernels.ts";
-import { golden, greedyAgainstGolden } from "./_golden.ts";
+import { golden, greedyAgainstGolden, patchedStories } from "./_golden.ts";
 import { testdata } from "./_testdata.ts";
 
 const STORIES = testdata("models/stories260K.gguf");
@@ -44,25 +44,6 @@ Deno.test("config: unsupported architecture and missing tensors are named", () =
     /missing tensor "token_embd.weight"/,
   );
 });
-
-/** stories260K with `blk.0.attn_q.weight`'s type id patched to `typeId`. */
-function patchedStories(typeId: number): string {
-  const bytes = new Uint8Array(readFileSync(STORIES));
-  const name = new TextEncoder().encode("blk.0.attn_q.weight");
-  let at = -1;
-  for (let i = 0; i < 20000 && at < 0; i++) {
-    if (name.every((b, j) => bytes[i + j] === b)) at = i;
-  }
-  assert.ok(at > 0);
-  const dv = new DataView(bytes.buffer);
-  const dimsAt = at + name.length;
-  const typeAt = dimsAt + 4 + dv.getUint32(dimsAt, true) * 8;
-  assert.equal(dv.getUint32(typeAt, true), 0);
-  dv.setUint32(typeAt, typeId, true);
-  const path = Deno.makeTempFileSync({ suffix: ".gguf" });
-  Deno.writeFileSync(path, bytes);
-  return path;
-}
 
 Deno.test("weights: an unsupported tensor type names the tensor and the type", () => {
   const path = patchedStories(2); // Q4_0

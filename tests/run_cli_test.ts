@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { parseGguf } from "../src/gguf/reader.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
+import { patchedStories } from "./_golden.ts";
 import { runCli } from "./_run_cli.ts";
 import { testdata } from "./_testdata.ts";
 
@@ -20,7 +21,7 @@ function expectedText(prompt: string, n: number): string {
   return s + d.flush();
 }
 
-Deno.test("run: greedy stories260K prints llama.cpp's text, -t 1 and -t 2, -p and stdin", async () => {
+Deno.test("run: greedy stories260K prints llama.cpp's text: -t 1, -t 2, -b 2, f32 cache, -p and stdin", async () => {
   const expected = expectedText("Once upon a time", 64);
   for (const threads of ["1", "2"]) {
     const out = await runCli([
@@ -40,6 +41,28 @@ Deno.test("run: greedy stories260K prints llama.cpp's text, -t 1 and -t 2, -p an
     assert.match(out.stderr, /Prompt eval/);
     assert.match(out.stderr, /sampling: greedy/);
   }
+  // Prefill in batches of 2 and an F32 cache give the same text.
+  const base = ["run", STORIES, "-p", "Once upon a time", "-n", "64", "--temp", "0", "-q"];
+  for (const extra of [["-b", "2"], ["--cache-type", "f32"]]) {
+    const out = await runCli([...base, ...extra]);
+    assert.equal(out.code, 0, out.stderr);
+    assert.equal(out.stdout, expected, extra.join(" "));
+  }
+  const file = Deno.makeTempFileSync({ suffix: ".txt" });
+  try {
+    Deno.writeTextFileSync(file, "Once upon a time\n"); // one trailing newline is dropped
+    const out = await runCli(["run", STORIES, "-f", file, "-n", "64", "--temp", "0", "-q"]);
+    assert.equal(out.code, 0, out.stderr);
+    assert.equal(out.stdout, expected, "-f FILE");
+    const both = await runCli(["run", STORIES, "-f", file, "-p", "x"]);
+    assert.equal(both.code, 2);
+    assert.match(both.stderr, /-p or -f, not both/);
+  } finally {
+    Deno.removeSync(file);
+  }
+  const missing = await runCli(["run", STORIES, "-f", "/nonexistent/prompt.txt"]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /cannot read prompt file "\/nonexistent\/prompt.txt": ENOENT/);
   const piped = await runCli(["run", STORIES, "-n", "64", "--temp", "0", "-q"], {
     stdin: "Once upon a time\n",
   });
@@ -150,7 +173,7 @@ Deno.test("run: bad input is one line on stderr, nothing on stdout", async () =>
     [
       ["run", STORIES, "-p", "x", "-t", "-1"],
       2,
-      /--threads must be an integer in \[0, 1024\], got -1/,
+      /--threads must be an integer in \[0, 256\], got -1/,
     ],
     [["run", STORIES, "-p", "x", "--temp", "abc"], 2, /--temp must be a number, got "abc"/],
     [["run", STORIES, "-p", "x", "--bogus"], 2, /Unknown option '--bogus'/],
@@ -163,6 +186,18 @@ Deno.test("run: bad input is one line on stderr, nothing on stdout", async () =>
     assert.equal(out.stdout, "", args.join(" "));
     assert.match(out.stderr, message);
     assert.equal(out.stderr.trimEnd().split("\n").length, 1, out.stderr);
+  }
+  const big = await runCli(["run", STORIES, "-p", "x", "-c", "4096"]);
+  assert.equal(big.code, 1);
+  assert.match(big.stderr, /context size 4096 exceeds the model's training context 2048/);
+  const q4 = patchedStories(2);
+  try {
+    const out = await runCli(["run", q4, "-p", "x"]);
+    assert.equal(out.code, 1);
+    assert.equal(out.stdout, "");
+    assert.match(out.stderr, /tensor "blk.0.attn_q.weight" has unsupported type Q4_0/);
+  } finally {
+    Deno.removeSync(q4);
   }
   // -n -1 is valid (until EOG or the context is full).
   const ok = await runCli(["run", STORIES, "-p", "x", "-n", "-1", "-c", "8", "-q", "--temp", "0"]);
@@ -223,4 +258,13 @@ Deno.test("run: Bun prints what Deno prints", async () => {
   const [deno, bun] = await Promise.all([runCli(args), runCli(args, { runtime: "bun" })]);
   assert.equal(bun.code, 0, bun.stderr);
   assert.equal(bun.stdout, deno.stdout);
+  assert.equal(bun.stdout, expectedText("Once upon a time", 24));
+  const piped = await runCli(["run", STORIES, "-n", "24", "--temp", "0", "-q"], {
+    stdin: "Once upon a time\n",
+    runtime: "bun",
+  });
+  assert.equal(piped.stdout, deno.stdout, "Bun, prompt from stdin");
+  const bad = await runCli(["run", STORIES, "-p", "x", "--temp", "abc"], { runtime: "bun" });
+  assert.equal(bad.code, 2);
+  assert.equal(bad.stdout, "");
 });

@@ -83,7 +83,7 @@ Deno.test("softmax, top-p and min-p on a hand-computed distribution", () => {
   const logits = [0.1, 0.25, 0.5, 0.15].map(Math.log);
   const c = candidates(logits);
   softmax(c);
-  assert.deepEqual(live(c), [2, 1, 3, 0]);
+  assert.deepEqual(live(c), [0, 1, 2, 3], "softmax keeps the order");
   close(c.probs[2], 0.5);
   close(c.probs[1], 0.25);
   close(c.probs[3], 0.15);
@@ -101,10 +101,14 @@ Deno.test("softmax, top-p and min-p on a hand-computed distribution", () => {
 
   const m = candidates(logits);
   minP(m, 0.29); // keeps p >= 0.145
-  assert.deepEqual(live(m), [2, 1, 3]);
+  assert.deepEqual(live(m), [1, 2, 3]); // unsorted: filtered in place, id order kept
   const m2 = candidates(logits);
   minP(m2, 0.31);
-  assert.deepEqual(live(m2), [2, 1]);
+  assert.deepEqual(live(m2), [1, 2]);
+  const m3 = candidates(logits);
+  topK(m3, 0);
+  minP(m3, 0.29); // sorted: the prefix, best first
+  assert.deepEqual(live(m3), [2, 1, 3]);
 });
 
 Deno.test("temperature sharpens and flattens the distribution", () => {
@@ -176,4 +180,31 @@ Deno.test("the full chain only ever returns tokens inside top-k ∩ top-p ∩ mi
   const seen = new Set<number>();
   for (let i = 0; i < 500; i++) seen.add(s.sample(logits));
   assert.deepEqual([...seen].sort(), [0, 1, 2]);
+});
+
+Deno.test("top-p and min-p without top-k select what a full sort selects", () => {
+  const rng = new Rng(11);
+  for (let trial = 0; trial < 50; trial++) {
+    const n = 50 + Math.floor(rng.nextFloat() * 3000);
+    const logits = Array.from({ length: n }, () => Math.round(rng.nextFloat() * 300) / 20);
+    const p = rng.nextFloat();
+    const sorted = candidates(logits);
+    topK(sorted, 0); // a full sort first: the reference path
+    topP(sorted, p);
+    const partial = candidates(logits);
+    topP(partial, p);
+    assert.deepEqual(live(partial), live(sorted), `top-p ${p}, ${n} tokens`);
+    for (const id of live(partial)) close(partial.probs[id], sorted.probs[id], 1e-6);
+
+    const m = rng.nextFloat() * 0.5;
+    const sortedMin = candidates(logits);
+    topK(sortedMin, 0);
+    minP(sortedMin, m);
+    const unsortedMin = candidates(logits);
+    minP(unsortedMin, m);
+    assert.deepEqual(
+      live(unsortedMin).sort((a, b) => a - b),
+      live(sortedMin).sort((a, b) => a - b),
+    );
+  }
 });

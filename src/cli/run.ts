@@ -9,12 +9,13 @@ import process from "node:process";
 import { isatty } from "node:tty";
 import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
+import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
 import { generate, type GenerationResult } from "../generation/mod.ts";
 import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
-import { loadRunTokenizer, runKernels } from "./_run_deps.ts";
+import { Tokenizer } from "../tokenizer/mod.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
 
@@ -32,11 +33,11 @@ Options:
       --top-p P            nucleus sampling; 1 = off (default 0.95)
       --min-p P            drop tokens below P × the best one's probability (default 0.05)
       --repeat-penalty R   penalise recent tokens; 1 = off (default 1.0)
-      --repeat-last-n N    tokens the penalties look back over (default 64)
+      --repeat-last-n N    tokens the penalties look back over; -1 = the context (default 64)
       --presence-penalty P subtract P from recent tokens' logits (default 0)
       --frequency-penalty P subtract count × P (default 0)
   -s, --seed S             random seed, 0 to 4294967295; -1 = random (default), printed in the summary
-  -c, --ctx-size N         context length (default min(model's, 4096))
+  -c, --ctx-size N         context length; 0 = the model's (default min(model's, 4096))
   -b, --batch-size N       prompt tokens per batch (default 512)
       --cache-type T       KV cache type, f16 or f32 (default f16)
       --stop S             stop before the string S (repeatable)
@@ -125,7 +126,7 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
   if (cacheType !== "f16" && cacheType !== "f32") {
     throw new UsageError(`--cache-type must be f16 or f32, got "${cacheType}"`);
   }
-  const ctx = number(values, "ctx-size", 0, { integer: true, min: 1, max: 1 << 24 });
+  const ctx = number(values, "ctx-size", -1, { integer: true, min: 0, max: 1 << 24 });
   const seed = number(values, "seed", -1, { integer: true, min: -1, max: 0xffffffff });
   const stop = values.stop === undefined ? [] : (values.stop as string[]).map(String);
   if (stop.some((s) => s.length === 0)) throw new UsageError("--stop needs a non-empty string");
@@ -133,19 +134,19 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
     model: positionals[0],
     prompt: "",
     nPredict: number(values, "n-predict", -1, { integer: true, min: -1 }),
-    threads: number(values, "threads", 0, { integer: true, min: 0, max: 1024 }),
+    threads: number(values, "threads", 0, { integer: true, min: 0, max: THREAD_COUNT_MAX }),
     sampling: {
       temperature: number(values, "temp", d.temperature),
       topK: number(values, "top-k", d.topK, { integer: true, min: 0 }),
       topP: number(values, "top-p", d.topP, { min: 0, max: 1 }),
       minP: number(values, "min-p", d.minP, { min: 0, max: 1 }),
       repeatPenalty: number(values, "repeat-penalty", d.repeatPenalty, { min: 0 }),
-      repeatLastN: number(values, "repeat-last-n", d.repeatLastN, { integer: true, min: 0 }),
+      repeatLastN: number(values, "repeat-last-n", d.repeatLastN, { integer: true, min: -1 }),
       presencePenalty: number(values, "presence-penalty", d.presencePenalty),
       frequencyPenalty: number(values, "frequency-penalty", d.frequencyPenalty),
     },
     seed: seed === -1 ? randomSeed() : seed,
-    contextSize: ctx === 0 ? undefined : ctx,
+    contextSize: ctx === -1 ? undefined : ctx,
     batchSize: number(values, "batch-size", 512, { integer: true, min: 1, max: 1 << 16 }),
     cacheType,
     stop,
@@ -167,7 +168,6 @@ function loadModel(args: RunArgs): LlamaModel {
       batchSize: args.batchSize,
       cacheType: args.cacheType,
       threads: args.threads,
-      kernels: runKernels,
     });
   } catch (error) {
     if (error instanceof GgufError || error instanceof ModelError) {
@@ -261,12 +261,18 @@ function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
 }
 
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
+  const args = parseRunArgs(values, positionals); // reads the prompt (maybe stdin)
   const start = performance.now();
-  const args = parseRunArgs(values, positionals);
   const model = loadModel(args);
   try {
     warmUp(model.gguf.bytes, args.model);
-    const tokenizer = loadRunTokenizer(model.gguf);
+    let tokenizer: Tokenizer;
+    try {
+      tokenizer = Tokenizer.fromGguf(model.gguf);
+    } catch (error) {
+      throw new Error(`"${args.model}": ${error instanceof Error ? error.message : error}`);
+    }
+    if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
     const sampler = new Sampler(model.config.vocabSize, args.sampling, args.seed);
     const loadMs = performance.now() - start;
 

@@ -38,7 +38,7 @@ export function readInputText(values: OptionValues, flag = "prompt"): string {
   }
   if (typeof prompt === "string") return prompt;
   const bytes = typeof file === "string" ? readFileSync(file) : readFileSync(0);
-  return new TextDecoder().decode(bytes);
+  return new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes);
 }
 
 export const tokenizeCommand: Command = {

@@ -7,6 +7,26 @@
  * The decode loop allocates no arrays: the generated ids go into a buffer
  * sized for the whole context, the model and sampler reuse their buffers.
  *
+ * @example
+ * ```ts
+ * import { LlamaModel } from "../model/mod.ts";
+ * import { Sampler } from "../sampler/mod.ts";
+ * import { Tokenizer } from "../tokenizer/mod.ts";
+ * import { generate } from "./generate.ts";
+ *
+ * const model = LlamaModel.load("stories260K.gguf", { threads: 1 });
+ * const tokenizer = Tokenizer.fromGguf(model.gguf);
+ * const sampler = new Sampler(model.config.vocabSize, { temperature: 0 }, 42);
+ * const result = await generate(model, tokenizer, sampler, {
+ *   prompt: "Once upon a time",
+ *   maxTokens: 64,
+ *   stop: ["\n\n"],
+ *   onText: (text) => console.log(text),
+ * });
+ * console.log(result.finishReason, result.timings);
+ * model.close();
+ * ```
+ *
  * @module
  */
 import type { LlamaModel } from "../model/model.ts";
@@ -125,7 +145,7 @@ export async function generate(
   const one = new Int32Array(1);
   const timings: GenerationTimings = {
     prefillMs: 0,
-    prefillTokens: prompt.length,
+    prefillTokens: 0,
     decodeMs: 0,
     decodeTokens: 0,
     samplingMs: 0,
@@ -134,15 +154,27 @@ export async function generate(
 
   sampler.reset();
   for (let i = 0; i < prompt.length; i++) sampler.accept(prompt[i]);
+  // Prefill, one batch per call, so an interrupt is seen between batches.
   let t0 = performance.now();
-  let logits = model.forward(prompt, 0);
+  let logits: Float32Array = new Float32Array(0);
+  let finishReason: FinishReason = "length";
+  let lastYield = t0;
+  for (let start = 0; start < prompt.length; start += model.batchSize) {
+    if (shouldStop !== undefined && start > 0) {
+      await yieldToEventLoop();
+      lastYield = performance.now();
+      if (shouldStop()) finishReason = "interrupted";
+    }
+    if (finishReason === "interrupted") break;
+    const batch = prompt.subarray(start, start + model.batchSize);
+    logits = model.forward(batch, start);
+    timings.prefillTokens = start + batch.length;
+  }
   timings.prefillMs = performance.now() - t0;
 
   let count = 0;
   let pos = prompt.length;
-  let finishReason: FinishReason = "length";
-  let lastYield = performance.now();
-  for (;;) {
+  while (finishReason !== "interrupted") {
     if (maxTokens >= 0 && count >= maxTokens) {
       finishReason = "length";
       break;

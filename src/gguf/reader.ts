@@ -181,7 +181,8 @@ function typeName(type: number): string {
   return GGUF_VALUE_TYPE_NAMES[type] ?? `type ${type}`;
 }
 
-const utf8 = new TextDecoder("utf-8");
+// ignoreBOM: keep a leading U+FEFF (a token can be exactly "\uFEFF")
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
 
 class Cursor {
   readonly bytes: Uint8Array;

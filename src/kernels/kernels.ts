@@ -41,8 +41,14 @@ export const Q8_0_BLOCK_BYTES = 34;
 export const THREAD_COUNT_MAX = 256;
 /** Largest head dimension RoPE and attention accept (as `ffi/kernels.zig`). */
 export const HEAD_DIM_MAX = 512;
-/** Scratch bytes per 32 activations the Q8_0 matmul quantizes (a 64-byte block + f32 scale). */
+/** Scratch bytes per 32 activations the Q8_0 matmul quantizes (quants, correction, scale). */
 const Q8_ACTIVATION_BLOCK_BYTES = 68;
+
+/** Scratch bytes of a Q8_0 matmul (as `q8ScratchSize` in `ffi/matmul.zig`: blocks padded to even). */
+export function q8ScratchBytes(tokens: number, cols: number): number {
+  const blocks = Math.floor(cols / Q8_0_BLOCK);
+  return tokens * (blocks + (blocks & 1)) * Q8_ACTIVATION_BLOCK_BYTES;
+}
 
 /** Bytes of `count` elements of weight type `type` (Q8_0: count must be a multiple of 32). */
 export function weightBytes(type: number, count: number): number {
@@ -121,9 +127,8 @@ export class Kernels {
 
   /**
    * Starts recording: until {@linkcode endGraph}, kernel calls are checked and
-   * queued instead of run, and `endGraph` runs them all in one native call with
-   * one pool dispatch (the workers wait at a barrier between kernels). Results
-   * are bit-identical to calling the kernels one by one. Outputs may be read
+   * queued instead of run, and `endGraph` runs them all in one native call.
+   * Results are bit-identical to calling the kernels one by one. Outputs may be read
    * only after `endGraph`.
    */
   beginGraph(): void {
@@ -164,7 +169,7 @@ export class Kernels {
   reserve(maxTokens: number, maxCols: number): void {
     checkCount("maxTokens", maxTokens);
     checkCount("maxCols", maxCols);
-    const bytes = maxTokens * Math.floor(maxCols / Q8_0_BLOCK) * Q8_ACTIVATION_BLOCK_BYTES;
+    const bytes = q8ScratchBytes(maxTokens, maxCols);
     if (bytes <= this.#scratchBytes) return;
     if (this.#native.fn.dotllm_pool_reserve(this.#handle, bytes) !== 0) {
       throw new RangeError(`Out of memory reserving ${bytes} bytes of kernel scratch`);
@@ -196,7 +201,7 @@ export class Kernels {
       if (cols % Q8_0_BLOCK !== 0) {
         throw new RangeError(`Q8_0 matmul needs cols % 32 == 0, got ${cols}`);
       }
-      if (tokens * (cols / Q8_0_BLOCK) * Q8_ACTIVATION_BLOCK_BYTES > this.#scratchBytes) {
+      if (q8ScratchBytes(tokens, cols) > this.#scratchBytes) {
         this.reserve(tokens, cols);
       }
     } else if (type !== WeightType.F32 && type !== WeightType.F16 && type !== WeightType.BF16) {

@@ -54,7 +54,7 @@ export const CONFIG_LIMITS = {
   blockCountMax: 1024,
   feedForwardLengthMax: 1 << 18,
   headCountMax: 1024,
-  headDimMax: 1024,
+  headDimMax: 512, // as the kernels (HEAD_DIM_MAX)
   vocabSizeMax: 1 << 22,
 } as const;
 

@@ -6,7 +6,6 @@ export {
   LlamaModel,
   type ModelMemory,
   type ModelOptions,
-  setDefaultKernels,
 } from "./model.ts";
 export {
   CONFIG_LIMITS,

@@ -18,6 +18,7 @@
  * @module
  */
 import { parseGguf } from "../gguf/reader.ts";
+import { Kernels } from "../kernels/mod.ts";
 import type { Gguf } from "../gguf/reader.ts";
 import type { MappedFile, Native, NativeBuffer } from "../native/native.ts";
 import { loadNative } from "../native/native.ts";
@@ -30,7 +31,7 @@ export type CacheType = "f16" | "f32";
 
 /** Load-time choices. */
 export interface ModelOptions {
-  /** KV cache positions; default min(model context, 4096). */
+  /** KV cache positions; default min(model context, 4096); 0 = the model's training context. */
   contextSize?: number;
   /** Tokens per prefill batch; default 512. */
   batchSize?: number;
@@ -59,11 +60,9 @@ export const DEFAULT_CONTEXT_MAX = 4096;
 /** The default prefill batch. */
 export const DEFAULT_BATCH_SIZE = 512;
 
-let defaultKernels: ((native: Native, threads: number) => ModelKernels) | undefined;
-
-/** Sets the kernels used when {@linkcode ModelOptions.kernels} is not given. */
-export function setDefaultKernels(factory: (native: Native, threads: number) => ModelKernels) {
-  defaultKernels = factory;
+/** The native Zig kernels on `threads` threads (0 = every CPU). */
+function nativeKernels(native: Native, threads: number): ModelKernels {
+  return new Kernels(native, threads);
 }
 
 function positiveInteger(name: string, value: number, max: number): number {
@@ -137,11 +136,15 @@ export class LlamaModel {
     const c = readLlamaConfig(gguf);
     this.config = c;
     this.weights = bindLlamaWeights(gguf, c, base);
-    this.contextSize = positiveInteger(
-      "contextSize",
-      options.contextSize ?? Math.min(c.contextLength, DEFAULT_CONTEXT_MAX),
-      1 << 24,
-    );
+    const contextSize = options.contextSize === 0
+      ? c.contextLength
+      : options.contextSize ?? Math.min(c.contextLength, DEFAULT_CONTEXT_MAX);
+    if (contextSize > c.contextLength) {
+      throw new RangeError(
+        `context size ${contextSize} exceeds the model's training context ${c.contextLength}`,
+      );
+    }
+    this.contextSize = positiveInteger("contextSize", contextSize, c.contextLength);
     this.batchSize = Math.min(
       positiveInteger("batchSize", options.batchSize ?? DEFAULT_BATCH_SIZE, 1 << 16),
       this.contextSize,
@@ -179,8 +182,7 @@ export class LlamaModel {
       this.#idsView = new Int32Array(this.#ids.buffer);
       this.#logitsView = new Float32Array(this.#logits.buffer);
 
-      const given = options.kernels ?? defaultKernels;
-      if (given === undefined) throw new Error("no kernels: call setDefaultKernels first");
+      const given = options.kernels ?? nativeKernels;
       this.#ownsKernels = typeof given === "function";
       this.kernels = typeof given === "function" ? given(native, threads) : given;
       this.kernels.reserve?.(B, Math.max(E, Q, F));

@@ -29,7 +29,7 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 5;
+export const ABI_VERSION = 6;
 
 const MATMUL_ARGS = ["ptr", "ptr", "ptr", "ptr", "usize", "usize", "usize"] as const;
 const STORE_KV_ARGS = ["ptr", "ptr", "usize", "usize", "usize"] as const;
@@ -67,7 +67,7 @@ export const symbols = {
   dotllm_pool_scratch_size: { args: ["ptr"], result: "usize" },
   dotllm_cpu_count: { args: [], result: "u32" },
   dotllm_pool_noop: { args: ["ptr"], result: "i32" },
-  dotllm_pool_panic_test: { args: ["ptr", "u32"], result: "i32" },
+  dotllm_pool_panic_test: { args: ["ptr"], result: "i32" },
   // ffi/quant.zig
   dotllm_quantize_q8_0: { args: ["ptr", "ptr", "usize"], result: "void" },
   dotllm_dequantize_q8_0: { args: ["ptr", "ptr", "usize"], result: "void" },

@@ -86,6 +86,8 @@ export class Candidates {
   readonly logits: Float32Array;
   /** Probabilities by token id, valid after {@linkcode softmax}. */
   readonly probs: Float32Array;
+  /** Scratch ids for selections. */
+  readonly order: Int32Array;
   /** Live candidate count. */
   size = 0;
   /** True when `ids[0..size)` is sorted by logit, descending (ties: lower id first). */
@@ -95,6 +97,7 @@ export class Candidates {
     this.ids = new Int32Array(vocabSize);
     this.logits = new Float32Array(vocabSize);
     this.probs = new Float32Array(vocabSize);
+    this.order = new Int32Array(vocabSize);
   }
 
   /** Copies `logits` in and makes every token a candidate. */
@@ -103,8 +106,10 @@ export class Candidates {
       throw new RangeError(`Expected ${this.logits.length} logits, got ${logits.length}`);
     }
     this.logits.set(logits);
-    for (let i = 0; i < this.ids.length; i++) this.ids[i] = i;
-    this.size = this.ids.length;
+    const ids = this.ids;
+    const n = ids.length;
+    for (let i = 0; i < n; i++) ids[i] = i;
+    this.size = n;
     this.sorted = false;
   }
 }
@@ -194,11 +199,11 @@ export function topK(c: Candidates, k: number): void {
   c.sorted = true;
 }
 
-/** Sets `probs` of the candidates to the softmax of their logits (sorting them first). */
+/** Sets `probs` of the candidates to the softmax of their logits (their order is kept). */
 export function softmax(c: Candidates): void {
-  if (!c.sorted) topK(c, 0);
   const { ids, logits, probs } = c;
-  const max = logits[ids[0]];
+  let max = logits[ids[0]];
+  if (!c.sorted) { for (let i = 1; i < c.size; i++) max = Math.max(max, logits[ids[i]]); }
   let sum = 0;
   for (let i = 0; i < c.size; i++) {
     const p = Math.exp(logits[ids[i]] - max);
@@ -208,27 +213,90 @@ export function softmax(c: Candidates): void {
   for (let i = 0; i < c.size; i++) probs[ids[i]] /= sum;
 }
 
-/** Keeps the smallest prefix of candidates whose probabilities sum to at least `p`. */
-export function topP(c: Candidates, p: number): void {
-  if (p >= 1) return;
-  softmax(c);
-  let sum = 0;
-  for (let i = 0; i < c.size; i++) {
-    sum += c.probs[c.ids[i]];
-    if (sum >= p) {
-      c.size = i + 1;
-      return;
-    }
+/** Sifts `ids[i]` down a heap of `n` whose root is the best-ranked id. */
+function siftDownBest(ids: Int32Array, logits: Float32Array, i: number, n: number): void {
+  const id = ids[i];
+  for (;;) {
+    let child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && before(logits, ids[child + 1], ids[child])) child++;
+    if (!before(logits, ids[child], id)) break;
+    ids[i] = ids[child];
+    i = child;
   }
+  ids[i] = id;
 }
 
-/** Keeps the candidates whose probability is at least `p` times the best one's. */
+/**
+ * Keeps the smallest set of best candidates whose probabilities sum to at
+ * least `p`, sorted best first. Unsorted candidates (top-k off) are not fully
+ * sorted: the best are popped from a heap until the sum reaches `p`.
+ */
+export function topP(c: Candidates, p: number): void {
+  if (p >= 1 || c.size === 0) return;
+  if (c.sorted) {
+    softmax(c);
+    let sum = 0;
+    for (let i = 0; i < c.size; i++) {
+      sum += c.probs[c.ids[i]];
+      if (sum >= p) {
+        c.size = i + 1;
+        return;
+      }
+    }
+    return;
+  }
+  const { ids, logits, probs, order } = c;
+  const n = c.size;
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) max = Math.max(max, logits[ids[i]]);
+  let total = 0;
+  for (let i = 0; i < n; i++) {
+    const e = Math.exp(logits[ids[i]] - max);
+    probs[ids[i]] = e;
+    total += e;
+  }
+  for (let i = (n >> 1) - 1; i >= 0; i--) siftDownBest(ids, logits, i, n);
+  let kept = 0;
+  let sum = 0;
+  for (let heap = n; heap > 0;) {
+    const best = ids[0];
+    order[kept++] = best;
+    sum += probs[best] / total;
+    heap--;
+    ids[0] = ids[heap];
+    siftDownBest(ids, logits, 0, heap);
+    if (sum >= p) break;
+  }
+  for (let i = 0; i < kept; i++) {
+    ids[i] = order[i];
+    probs[ids[i]] /= total;
+  }
+  c.size = kept;
+  c.sorted = true;
+}
+
+/**
+ * Keeps the candidates whose probability is at least `p` times the best one's
+ * (order kept; unsorted candidates are filtered without sorting).
+ */
 export function minP(c: Candidates, p: number): void {
   if (p <= 0 || c.size === 0) return;
-  if (!c.sorted) topK(c, 0);
-  const threshold = c.logits[c.ids[0]] + Math.log(p);
-  let kept = 1;
-  while (kept < c.size && c.logits[c.ids[kept]] >= threshold) kept++;
+  const { ids, logits } = c;
+  if (c.sorted) {
+    const threshold = logits[ids[0]] + Math.log(p);
+    let kept = 1;
+    while (kept < c.size && logits[ids[kept]] >= threshold) kept++;
+    c.size = kept;
+    return;
+  }
+  let max = -Infinity;
+  for (let i = 0; i < c.size; i++) max = Math.max(max, logits[ids[i]]);
+  const threshold = max + Math.log(p);
+  let kept = 0;
+  for (let i = 0; i < c.size; i++) {
+    if (logits[ids[i]] >= threshold) ids[kept++] = ids[i];
+  }
   c.size = kept;
 }
 
@@ -237,7 +305,11 @@ export function temperature(c: Candidates, t: number): void {
   for (let i = 0; i < c.size; i++) c.logits[c.ids[i]] /= t;
 }
 
-/** Draws a candidate with probability `probs[id]`, using one number from `rng`. */
+/**
+ * Draws a candidate with probability `probs[id]` (the softmax of the
+ * candidates' logits), using one number from `rng`; walks the candidates in
+ * their current order, so no sort is needed.
+ */
 export function draw(c: Candidates, rng: Rng): number {
   softmax(c);
   const r = rng.nextFloat();
@@ -253,7 +325,8 @@ export function draw(c: Candidates, rng: Rng): number {
 export function argmax(logits: Float32Array): number {
   let best = 0;
   let bestValue = logits[0];
-  for (let i = 1; i < logits.length; i++) {
+  const n = logits.length;
+  for (let i = 1; i < n; i++) {
     if (logits[i] > bestValue) {
       bestValue = logits[i];
       best = i;
@@ -313,6 +386,9 @@ export class Sampler {
   sample(logits: Float32Array): number {
     const p = this.params;
     const c = this.#candidates;
+    const penalties = this.#recentCount > 0 &&
+      (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
+    if (p.temperature <= 0 && !penalties) return argmax(logits); // no copy needed
     c.reset(logits);
     applyPenalties(
       c,
@@ -324,7 +400,7 @@ export class Sampler {
       this.#counts,
     );
     if (p.temperature <= 0) return argmax(c.logits);
-    topK(c, p.topK);
+    if (p.topK > 0) topK(c, p.topK); // top-k off: no sort (top-p selects from a heap)
     topP(c, p.topP);
     minP(c, p.minP);
     temperature(c, p.temperature);

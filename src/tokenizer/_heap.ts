@@ -1,7 +1,8 @@
 /**
  * A binary min-heap of symbol pairs ordered by (priority, left index), the
  * work queue of the SPM and BPE merge loops. Stale entries are left in and
- * skipped by the caller, as in llama.cpp.
+ * skipped by the caller, as in llama.cpp. Entries live in parallel typed
+ * arrays; `add` + `heapify` build the first queue in linear time.
  *
  * @module
  */
@@ -11,26 +12,13 @@ export class PairHeap {
   #right = new Int32Array(64);
   #size = new Int32Array(64);
   length = 0;
+  topPriority = 0;
+  topLeft = 0;
+  topRight = 0;
+  topSize = 0;
 
   clear(): void {
     this.length = 0;
-  }
-
-  #less(i: number, j: number): boolean {
-    const a = this.#priority[i], b = this.#priority[j];
-    return a < b || (a === b && this.#left[i] < this.#left[j]);
-  }
-
-  #swap(i: number, j: number): void {
-    const p = this.#priority[i], l = this.#left[i], r = this.#right[i], s = this.#size[i];
-    this.#priority[i] = this.#priority[j];
-    this.#left[i] = this.#left[j];
-    this.#right[i] = this.#right[j];
-    this.#size[i] = this.#size[j];
-    this.#priority[j] = p;
-    this.#left[j] = l;
-    this.#right[j] = r;
-    this.#size[j] = s;
   }
 
   #grow(): void {
@@ -47,46 +35,79 @@ export class PairHeap {
     this.#size = s;
   }
 
-  push(priority: number, left: number, right: number, size: number): void {
+  /** Appends without ordering; call `heapify` before `pop`. */
+  add(priority: number, left: number, right: number, size: number): void {
     if (this.length === this.#priority.length) this.#grow();
-    let i = this.length++;
+    const i = this.length++;
     this.#priority[i] = priority;
     this.#left[i] = left;
     this.#right[i] = right;
     this.#size[i] = size;
+  }
+
+  /** Orders everything added so far (Floyd's bottom-up build). */
+  heapify(): void {
+    for (let i = (this.length >> 1) - 1; i >= 0; i--) this.#siftDown(i);
+  }
+
+  /** Adds one entry in heap order. */
+  push(priority: number, left: number, right: number, size: number): void {
+    this.add(priority, left, right, size);
+    const p = this.#priority, l = this.#left, r = this.#right, s = this.#size;
+    let i = this.length - 1;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      if (!this.#less(i, parent)) break;
-      this.#swap(i, parent);
+      const pp = p[parent];
+      if (pp < priority || (pp === priority && l[parent] <= left)) break;
+      p[i] = pp;
+      l[i] = l[parent];
+      r[i] = r[parent];
+      s[i] = s[parent];
       i = parent;
     }
+    p[i] = priority;
+    l[i] = left;
+    r[i] = right;
+    s[i] = size;
   }
 
-  /** Removes the top; its fields are then `topLeft`, `topRight`, `topSize`. */
+  /** Removes the top; its fields are then `topPriority`, `topLeft`, `topRight`, `topSize`. */
   pop(): void {
-    this.topLeft = this.#left[0];
-    this.topRight = this.#right[0];
-    this.topSize = this.#size[0];
+    const p = this.#priority, l = this.#left, r = this.#right, s = this.#size;
+    this.topPriority = p[0];
+    this.topLeft = l[0];
+    this.topRight = r[0];
+    this.topSize = s[0];
     const last = --this.length;
     if (last > 0) {
-      this.#priority[0] = this.#priority[last];
-      this.#left[0] = this.#left[last];
-      this.#right[0] = this.#right[last];
-      this.#size[0] = this.#size[last];
-      let i = 0;
-      for (;;) {
-        const a = 2 * i + 1, b = a + 1;
-        let m = i;
-        if (a < last && this.#less(a, m)) m = a;
-        if (b < last && this.#less(b, m)) m = b;
-        if (m === i) break;
-        this.#swap(i, m);
-        i = m;
-      }
+      p[0] = p[last];
+      l[0] = l[last];
+      r[0] = r[last];
+      s[0] = s[last];
+      this.#siftDown(0);
     }
   }
 
-  topLeft = 0;
-  topRight = 0;
-  topSize = 0;
+  #siftDown(start: number): void {
+    const p = this.#priority, l = this.#left, r = this.#right, s = this.#size;
+    const n = this.length;
+    const priority = p[start], left = l[start], right = r[start], size = s[start];
+    let i = start;
+    for (;;) {
+      let c = 2 * i + 1;
+      if (c >= n) break;
+      const d = c + 1;
+      if (d < n && (p[d] < p[c] || (p[d] === p[c] && l[d] < l[c]))) c = d;
+      if (priority < p[c] || (priority === p[c] && left <= l[c])) break;
+      p[i] = p[c];
+      l[i] = l[c];
+      r[i] = r[c];
+      s[i] = s[c];
+      i = c;
+    }
+    p[i] = priority;
+    l[i] = left;
+    r[i] = right;
+    s[i] = size;
+  }
 }

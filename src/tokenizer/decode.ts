@@ -159,7 +159,7 @@ export function streamDecoder(
   piece: (id: number, special: boolean) => Uint8Array,
   options: StreamOptions = {},
 ): StreamDecoder {
-  const decoder = new TextDecoder("utf-8");
+  const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
   const special = options.special ?? false;
   let removeSpace = options.removeLeadingSpace ?? false;
   return {

@@ -123,6 +123,13 @@ const TABLE: ReadonlyArray<[readonly string[], readonly PreStep[], Flags]> = [
         .raw`[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
     ),
   ], { cleanSpaces: false, ignoreMerges: true, addBos: true }],
+  // newer llama.cpp (after the vectors' commit); no vectors here to check it against
+  [["gpt-4o", "llama4"], [
+    re(
+      String
+        .raw`[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
+    ),
+  ], { cleanSpaces: false }],
   [["chameleon"], [
     re("<sentinel:[0-9]+>"),
     re("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z"),
@@ -353,8 +360,8 @@ function splitGpt2(cps: Uint32Array, offsets: number[]): number[] {
     const end = start + len;
     start = end;
     const cpAt = (p: number) => (p >= ini && p < end ? cps[p] : OUT);
-    // class bits, with 64 = "inside the piece" (llama.cpp's non-zero flags)
-    const fl = (p: number) => (p >= ini && p < end ? cpFlags(cps[p]) | 64 : 0);
+    // class bits, with 256 = "inside the piece" (llama.cpp's non-zero flags)
+    const fl = (p: number) => (p >= ini && p < end ? cpFlags(cps[p]) | 256 : 0);
     let prevEnd = ini;
     const add = (e: number) => {
       const n = e - prevEnd;
@@ -430,7 +437,7 @@ function splitLlama3(cps: Uint32Array, offsets: number[]): number[] {
     const end = start + len;
     start = end;
     const cpAt = (p: number) => (p >= ini && p < end ? cps[p] : OUT);
-    const fl = (p: number) => (p >= ini && p < end ? cpFlags(cps[p]) | 64 : 0);
+    const fl = (p: number) => (p >= ini && p < end ? cpFlags(cps[p]) | 256 : 0);
     let prevEnd = ini;
     const add = (e: number) => {
       const n = e - prevEnd;

@@ -54,11 +54,16 @@ export function spmEncode(
   const tryPair = (left: number, right: number) => {
     if (left < 0 || right < 0) return;
     const size = len[left] + len[right];
-    const id = tokenToId.get(text.substr(start[left], size));
-    if (id === undefined) return;
+    const id = tokenToId.find(text, start[left], start[left] + size);
+    if (id < 0) return;
     heap.push(-scores[id], left, right, size);
   };
-  for (let i = 1; i < n; i++) tryPair(i - 1, i);
+  for (let i = 1; i < n; i++) {
+    const size = len[i - 1] + len[i];
+    const id = tokenToId.find(text, start[i - 1], start[i - 1] + size);
+    if (id >= 0) heap.add(-scores[id], i - 1, i, size);
+  }
+  heap.heapify();
   while (heap.length > 0) {
     heap.pop();
     const left = heap.topLeft, right = heap.topRight;
@@ -86,4 +91,49 @@ export function spmEncode(
       out.push(t);
     }
   }
+}
+
+/**
+ * The set of adjacent code point pairs found inside any token, as
+ * `first * 0x110000 + second`. Between two characters that never sit side by
+ * side in a token no merge can happen, so the text can be cut there and each
+ * piece merged (and cached) on its own with the same result.
+ */
+export function spmJoinablePairs(vocab: Vocab): Set<number> {
+  const pairs = new Set<number>();
+  for (const token of vocab.tokens) {
+    let prev = -1;
+    for (let i = 0; i < token.length; i++) {
+      let cp = token.charCodeAt(i);
+      if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < token.length) {
+        cp = token.codePointAt(i)!;
+        i++;
+      }
+      if (prev >= 0) pairs.add(prev * 0x110000 + cp);
+      prev = cp;
+    }
+  }
+  return pairs;
+}
+
+/** Cuts escaped text where no token can span (see `spmJoinablePairs`). */
+export function spmPieces(text: string, pairs: Set<number>): string[] {
+  const pieces: string[] = [];
+  let start = 0;
+  let prev = -1;
+  for (let i = 0; i < text.length; i++) {
+    const at = i;
+    let cp = text.charCodeAt(i);
+    if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < text.length) {
+      cp = text.codePointAt(i)!;
+      i++;
+    }
+    if (prev >= 0 && !pairs.has(prev * 0x110000 + cp)) {
+      pieces.push(text.slice(start, at));
+      start = at;
+    }
+    prev = cp;
+  }
+  if (start < text.length) pieces.push(text.slice(start));
+  return pieces;
 }

@@ -15,7 +15,7 @@
  * @module
  */
 import type { Gguf } from "../gguf/reader.ts";
-import { bpeEncodeWord } from "./bpe.ts";
+import { bpeByteTokens, bpeEncodeWord } from "./bpe.ts";
 import {
   checkId,
   type DecodeOptions,
@@ -28,7 +28,7 @@ import {
 import { PairHeap } from "./_heap.ts";
 import { preSplit } from "./pretokenize.ts";
 import { partition } from "./special.ts";
-import { spmByteTokens, spmEncode } from "./spm.ts";
+import { spmByteTokens, spmEncode, spmJoinablePairs, spmPieces } from "./spm.ts";
 import { wellFormed } from "./unicode.ts";
 import { loadVocab, NO_TOKEN, TokenAttr, TokenizerError, type Vocab } from "./vocab.ts";
 import { wpmEncode } from "./wpm.ts";
@@ -43,7 +43,7 @@ export interface EncodeOptions {
 
 /** Words cached per tokenizer before the cache is emptied. */
 const WORD_CACHE_MAX = 100_000;
-const textDecoder = new TextDecoder("utf-8");
+const textDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
 
 /** A model's tokenizer (SentencePiece BPE, byte-level BPE or WordPiece). */
 export class Tokenizer {
@@ -52,12 +52,14 @@ export class Tokenizer {
   readonly #heap = new PairHeap();
   readonly #byteTokens?: Int32Array;
   readonly #wordCache = new Map<string, number[]>();
+  #spmPairs?: Set<number>;
   readonly #pieces: Array<Uint8Array | undefined>;
   readonly #specialPieces: Array<Uint8Array | undefined>;
 
   constructor(vocab: Vocab) {
     this.vocab = vocab;
     if (vocab.kind === "spm") this.#byteTokens = spmByteTokens(vocab);
+    if (vocab.kind === "bpe") this.#byteTokens = bpeByteTokens(vocab);
     this.#pieces = new Array(vocab.tokens.length);
     this.#specialPieces = new Array(vocab.tokens.length);
   }
@@ -108,7 +110,7 @@ export class Tokenizer {
           continue;
         }
         const s = (vocab.addSpacePrefix && prevSpecial ? " " : "") + f;
-        spmEncode(vocab, this.#byteTokens!, this.#heap, s.replaceAll(" ", "\u2581"), out);
+        this.#encodeSpm(s.replaceAll(" ", "\u2581"), out);
         prevSpecial = false;
       }
       if (addSpecial && vocab.addEos) out.push(this.#need(vocab.eos, "EOS"));
@@ -135,13 +137,28 @@ export class Tokenizer {
     return id;
   }
 
+  #encodeSpm(text: string, out: number[]): void {
+    const cache = this.#wordCache;
+    this.#spmPairs ??= spmJoinablePairs(this.vocab);
+    for (const piece of spmPieces(text, this.#spmPairs)) {
+      let ids = cache.get(piece);
+      if (ids === undefined) {
+        ids = [];
+        spmEncode(this.vocab, this.#byteTokens!, this.#heap, piece, ids);
+        if (cache.size >= WORD_CACHE_MAX) cache.clear();
+        if (piece.length <= 64) cache.set(piece, ids);
+      }
+      for (let i = 0; i < ids.length; i++) out.push(ids[i]);
+    }
+  }
+
   #encodeBpe(text: string, out: number[]): void {
     const cache = this.#wordCache;
     for (const word of preSplit(text, this.vocab.pre!.steps)) {
       let ids = cache.get(word);
       if (ids === undefined) {
         ids = [];
-        bpeEncodeWord(this.vocab, this.#heap, word, ids);
+        bpeEncodeWord(this.vocab, this.#byteTokens!, this.#heap, word, ids);
         if (cache.size >= WORD_CACHE_MAX) cache.clear();
         if (word.length <= 64) cache.set(word, ids);
       }

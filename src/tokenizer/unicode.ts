@@ -14,6 +14,8 @@ export const CP = {
   MARK: 8,
   SYMBOL: 16,
   WHITESPACE: 32,
+  /** Cc, Cf, Co, Cs. */
+  CONTROL: 64,
 } as const;
 
 /**
@@ -49,25 +51,144 @@ const WHITESPACE: readonly number[] = [
 ];
 const WHITESPACE_SET = new Set(WHITESPACE);
 
+/**
+ * The 5,185 code points new in Unicode 16.0 (first, last pairs). llama.cpp's tables are
+ * Unicode 15.1, where these are unassigned; JS engines may already know them (V8 does), so
+ * they are treated as unassigned here too, or their category would split words differently.
+ */
+const UNICODE_16_ADDITIONS = new Uint32Array([
+  0x897,
+  0x897,
+  0x1b4e,
+  0x1b4f,
+  0x1b7f,
+  0x1b7f,
+  0x1c89,
+  0x1c8a,
+  0x2427,
+  0x2429,
+  0x31e4,
+  0x31e5,
+  0xa7cb,
+  0xa7cd,
+  0xa7da,
+  0xa7dc,
+  0x105c0,
+  0x105f3,
+  0x10d40,
+  0x10d65,
+  0x10d69,
+  0x10d85,
+  0x10d8e,
+  0x10d8f,
+  0x10ec2,
+  0x10ec4,
+  0x10efc,
+  0x10efc,
+  0x11380,
+  0x11389,
+  0x1138b,
+  0x1138b,
+  0x1138e,
+  0x1138e,
+  0x11390,
+  0x113b5,
+  0x113b7,
+  0x113c0,
+  0x113c2,
+  0x113c2,
+  0x113c5,
+  0x113c5,
+  0x113c7,
+  0x113ca,
+  0x113cc,
+  0x113d5,
+  0x113d7,
+  0x113d8,
+  0x113e1,
+  0x113e2,
+  0x116d0,
+  0x116e3,
+  0x11bc0,
+  0x11be1,
+  0x11bf0,
+  0x11bf9,
+  0x11f5a,
+  0x11f5a,
+  0x13460,
+  0x143fa,
+  0x16100,
+  0x16139,
+  0x16d40,
+  0x16d79,
+  0x18cff,
+  0x18cff,
+  0x1cc00,
+  0x1ccf9,
+  0x1cd00,
+  0x1ceb3,
+  0x1e5d0,
+  0x1e5fa,
+  0x1e5ff,
+  0x1e5ff,
+  0x1f8b2,
+  0x1f8bb,
+  0x1f8c0,
+  0x1f8c1,
+  0x1fa89,
+  0x1fa89,
+  0x1fa8f,
+  0x1fa8f,
+  0x1fabe,
+  0x1fabe,
+  0x1fac6,
+  0x1fac6,
+  0x1fadc,
+  0x1fadc,
+  0x1fadf,
+  0x1fadf,
+  0x1fae9,
+  0x1fae9,
+  0x1fbcb,
+  0x1fbef,
+]);
+
+/** True if `cp` was first assigned in Unicode 16.0. */
+export function isUnicode16Addition(cp: number): boolean {
+  if (cp < 0x897 || cp > 0x1fbef) return false;
+  const r = UNICODE_16_ADDITIONS;
+  let lo = 0, hi = r.length / 2 - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (cp < r[2 * mid]) hi = mid - 1;
+    else if (cp > r[2 * mid + 1]) lo = mid + 1;
+    else return true;
+  }
+  return false;
+}
+
 const COMPUTED = 128;
 const RE_L = /^\p{L}$/u;
 const RE_N = /^\p{N}$/u;
 const RE_P = /^\p{P}$/u;
 const RE_M = /^\p{M}$/u;
 const RE_S = /^\p{S}$/u;
+const RE_C = /^[\p{Cc}\p{Cf}\p{Co}]$/u;
 
 /** Per code point class bits, filled on first use (1.1 MB, shared). */
 let flagsTable: Uint8Array | undefined;
 
 function computeFlags(cp: number): number {
   let f = 0;
-  if (cp >= 0xd800 && cp <= 0xdfff) return COMPUTED; // surrogates: category Cs
+  if (cp >= 0xd800 && cp <= 0xdfff) return COMPUTED | CP.CONTROL; // surrogates: category Cs
+  if (isUnicode16Addition(cp)) return COMPUTED;
   const ch = String.fromCodePoint(cp);
   if (RE_L.test(ch)) f |= CP.LETTER;
   else if (RE_N.test(ch)) f |= CP.NUMBER;
   else if (RE_P.test(ch)) f |= CP.PUNCTUATION;
   else if (RE_M.test(ch)) f |= CP.MARK;
   else if (RE_S.test(ch)) f |= CP.SYMBOL;
+  else if (RE_C.test(ch)) f |= CP.CONTROL;
   if (WHITESPACE_SET.has(cp)) f |= CP.WHITESPACE;
   return f | COMPUTED;
 }
