@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStdout } from "./io.ts";
 import { openTokenizer } from "./_tokenizer.ts";
+import { decodeUtf8LikeLlama } from "../tokenizer/unicode.ts";
 
 const USAGE = `Usage: dotllm tokenize MODEL [-p TEXT | -f FILE] [options]
 
@@ -29,7 +30,7 @@ function escapePiece(piece: string): string {
   );
 }
 
-/** Reads the text to tokenize: `-p`, `-f`, else stdin (invalid UTF-8 becomes U+FFFD). */
+/** Reads the text to tokenize: `-p`, `-f`, else stdin (each invalid UTF-8 byte becomes U+FFFD, as in llama.cpp). */
 export function readInputText(values: OptionValues, flag = "prompt"): string {
   const prompt = values[flag];
   const file = values.file;
@@ -38,7 +39,7 @@ export function readInputText(values: OptionValues, flag = "prompt"): string {
   }
   if (typeof prompt === "string") return prompt;
   const bytes = typeof file === "string" ? readFileSync(file) : readFileSync(0);
-  return new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes);
+  return decodeUtf8LikeLlama(bytes);
 }
 
 export const tokenizeCommand: Command = {
