@@ -9,7 +9,6 @@ import { readFileSync } from "node:fs";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStdout } from "./io.ts";
 import { openTokenizer } from "./_tokenizer.ts";
-import { decodeUtf8LikeLlama } from "../tokenizer/unicode.ts";
 
 const USAGE = `Usage: dotllm tokenize MODEL [-p TEXT | -f FILE] [options]
 
@@ -30,16 +29,15 @@ function escapePiece(piece: string): string {
   );
 }
 
-/** Reads the text to tokenize: `-p`, `-f`, else stdin (each invalid UTF-8 byte becomes U+FFFD, as in llama.cpp). */
-export function readInputText(values: OptionValues, flag = "prompt"): string {
+/** Reads the input: `-p` (as UTF-8), `-f`, else stdin, as bytes. */
+export function readInput(values: OptionValues, flag = "prompt"): Uint8Array {
   const prompt = values[flag];
   const file = values.file;
   if (prompt !== undefined && file !== undefined) {
     throw new UsageError(`give either --${flag} or --file, not both`);
   }
-  if (typeof prompt === "string") return prompt;
-  const bytes = typeof file === "string" ? readFileSync(file) : readFileSync(0);
-  return decodeUtf8LikeLlama(bytes);
+  if (typeof prompt === "string") return new TextEncoder().encode(prompt);
+  return typeof file === "string" ? readFileSync(file) : readFileSync(0);
 }
 
 export const tokenizeCommand: Command = {
@@ -55,9 +53,10 @@ export const tokenizeCommand: Command = {
   },
   run(values, positionals) {
     if (positionals.length !== 1) throw new UsageError("expected one MODEL argument");
-    const text = readInputText(values);
+    const bytes = readInput(values);
     const tokenizer = openTokenizer(positionals[0]);
-    const ids = tokenizer.encode(text, {
+    // bytes, not text: invalid UTF-8 is tokenized as llama.cpp does
+    const ids = tokenizer.encodeBytes(bytes, {
       addSpecial: values["no-bos"] !== true,
       parseSpecial: values["no-parse-special"] !== true,
     });
