@@ -241,17 +241,44 @@ class Cursor {
   }
 }
 
+/** UTF-16 code units of a short string being decoded (reused: no allocation per string). */
+const shortUnits = new Uint16Array(64);
+
+/**
+ * Decodes UTF-8. Vocabularies hold hundreds of thousands of short pieces, so
+ * strings up to 64 bytes of 1- to 3-byte sequences are decoded here without a
+ * `TextDecoder` call; anything else (4-byte sequences, malformed bytes, long
+ * strings) goes to the `TextDecoder`, whose result is the reference.
+ */
 function decodeString(bytes: Uint8Array, start: number, length: number): string {
-  // ASCII fast path: most keys and vocab pieces are short and ASCII.
   if (length <= 64) {
-    let ascii = true;
-    for (let i = start; i < start + length; i++) {
-      if (bytes[i] >= 0x80) {
-        ascii = false;
+    const end = start + length;
+    let n = 0;
+    let i = start;
+    while (i < end) {
+      const b = bytes[i];
+      if (b < 0x80) {
+        shortUnits[n++] = b;
+        i += 1;
+      } else if (b >= 0xc2 && b < 0xe0 && i + 1 < end && (bytes[i + 1] & 0xc0) === 0x80) {
+        shortUnits[n++] = ((b & 0x1f) << 6) | (bytes[i + 1] & 0x3f);
+        i += 2;
+      } else if (
+        b >= 0xe0 && b < 0xf0 && i + 2 < end && (bytes[i + 1] & 0xc0) === 0x80 &&
+        (bytes[i + 2] & 0xc0) === 0x80
+      ) {
+        const cp = ((b & 0x0f) << 12) | ((bytes[i + 1] & 0x3f) << 6) | (bytes[i + 2] & 0x3f);
+        // Overlong forms and surrogates are malformed: leave them to the TextDecoder.
+        if (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000)) break;
+        shortUnits[n++] = cp;
+        i += 3;
+      } else {
         break;
       }
     }
-    if (ascii) return String.fromCharCode(...bytes.subarray(start, start + length));
+    if (i === end) {
+      return String.fromCharCode.apply(null, shortUnits.subarray(0, n) as unknown as number[]);
+    }
   }
   return utf8.decode(bytes.subarray(start, start + length));
 }
