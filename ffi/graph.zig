@@ -4,6 +4,7 @@
 //!
 //! So a batch costs one FFI call instead of one per kernel, and the results are
 //! those of the kernels called one by one: bit-identical for every thread count.
+//! Consecutive Q8_0 matmuls of the same input (Q, K, V; gate, up) quantize it once.
 //! (A later step can keep the workers inside the walk between kernels.)
 const std = @import("std");
 const pool_zig = @import("pool.zig");
@@ -69,7 +70,17 @@ fn count(value: u64) usize {
     return @intCast(value);
 }
 
-fn runMatmul(pool: *Pool, op: *const Op) Status {
+/// True when `op` is a Q8_0 matmul of the same activations as `previous`, which
+/// left them quantized in the pool's scratch and did not overwrite them.
+fn reusesActivations(previous: ?*const Op, op: *const Op) bool {
+    const p = previous orelse return false;
+    if (op.code != @intFromEnum(OpCode.matmul) or op.type != type_q8_0) return false;
+    if (p.code != @intFromEnum(OpCode.matmul) or p.type != type_q8_0) return false;
+    const same_input = p.args[2] == op.args[2] and p.args[4] == op.args[4] and p.args[5] == op.args[5];
+    return same_input and p.args[0] != p.args[2];
+}
+
+fn runMatmul(pool: *Pool, op: *const Op, reuse_activations: bool) Status {
     const a = op.args;
     const out = ptr([*]f32, a[0]);
     const x = ptr([*]const f32, a[2]);
@@ -80,7 +91,10 @@ fn runMatmul(pool: *Pool, op: *const Op) Status {
         type_f32 => matmul.matmulFloat(f32, pool, out, ptr([*]align(1) const f32, a[1]), x, rows, cols, tokens),
         type_f16 => matmul.matmulFloat(f16, pool, out, ptr([*]align(1) const f16, a[1]), x, rows, cols, tokens),
         type_bf16 => matmul.matmulFloat(u16, pool, out, ptr([*]align(1) const u16, a[1]), x, rows, cols, tokens),
-        type_q8_0 => matmul.matmulQ8_0(pool, out, ptr([*]align(1) const quant.BlockQ8_0, a[1]), x, rows, cols, tokens),
+        type_q8_0 => if (reuse_activations)
+            matmul.matmulQ8_0Quantized(pool, out, ptr([*]align(1) const quant.BlockQ8_0, a[1]), rows, cols, tokens)
+        else
+            matmul.matmulQ8_0(pool, out, ptr([*]align(1) const quant.BlockQ8_0, a[1]), x, rows, cols, tokens),
         else => unreachable, // checked by dotllm_graph_run
     };
 }
@@ -125,10 +139,10 @@ fn getRows(op: *const Op) void {
     }
 }
 
-fn runOp(pool: *Pool, op: *const Op) Status {
+fn runOp(pool: *Pool, op: *const Op, previous: ?*const Op) Status {
     const a = op.args;
     return switch (@as(OpCode, @enumFromInt(op.code))) {
-        .matmul => runMatmul(pool, op),
+        .matmul => runMatmul(pool, op, reusesActivations(previous, op)),
         .rmsnorm => kernels.rmsnorm(pool, ptr([*]f32, a[0]), ptr([*]const f32, a[1]), ptr([*]const f32, a[2]), count(a[3]), count(a[4]), f32From(a[5])),
         .rope => kernels.rope(pool, .{
             .x = ptr([*]f32, a[0]),
@@ -172,9 +186,11 @@ fn validOp(op: *const Op) bool {
 export fn dotllm_graph_run(pool: *Pool, ops: [*]const Op, op_count: usize) i32 {
     if (op_count > op_count_max) return -1;
     for (ops[0..op_count]) |*op| if (!validOp(op)) return -1;
+    var previous: ?*const Op = null;
     for (ops[0..op_count]) |*op| {
-        const status = runOp(pool, op);
+        const status = runOp(pool, op, previous);
         if (status != .ok) return @intFromEnum(status);
+        previous = op;
     }
     return 0;
 }
@@ -254,7 +270,7 @@ test "a graph gives bit-identical results at 1..4 threads, equal to the kernels 
             const pool = try Pool.create(testing.allocator, 1);
             defer pool.destroy(testing.allocator);
             try pool.reserve(testing.allocator, matmul.q8ScratchSize(n, tokens));
-            for (layerOps(&expected, weight_type, w, tokens, 3)) |op| try testing.expectEqual(Status.ok, runOp(pool, &op));
+            for (layerOps(&expected, weight_type, w, tokens, 3)) |op| try testing.expectEqual(Status.ok, runOp(pool, &op, null));
         }
         for (1..5) |threads| {
             var actual: Buffers(n, tokens) = .{};

@@ -361,12 +361,26 @@ fn quantizeRange(job: *const QuantizeJob, token_begin: usize, token_end: usize) 
 
 /// Q8_0 matmul; `cols % 32 == 0` and the pool's scratch holds `q8ScratchSize(cols, tokens)`.
 pub fn matmulQ8_0(pool: *Pool, out: [*]f32, w: [*]align(1) const BlockQ8_0, x: [*]const f32, rows: usize, cols: usize, tokens: usize) pool_zig.Status {
+    const status = quantizeQ8_0Activations(pool, x, cols, tokens);
+    if (status != .ok) return status;
+    return matmulQ8_0Quantized(pool, out, w, rows, cols, tokens);
+}
+
+/// The first half of `matmulQ8_0`: quantizes x [tokens][cols] into the pool's scratch.
+pub fn quantizeQ8_0Activations(pool: *Pool, x: [*]const f32, cols: usize, tokens: usize) pool_zig.Status {
+    std.debug.assert(cols % qk == 0);
+    const act = Activations.init(pool.scratch, cols / qk, tokens);
+    const quantize_job: QuantizeJob = .{ .x = x, .act = act, .cols = cols, .tokens = tokens };
+    return pool.run(QuantizeJob, &quantize_job, quantizeRange, tokens, 1, tokens * cols, parallel_threshold_macs);
+}
+
+/// The second half of `matmulQ8_0`: multiplies by the activations already in the
+/// scratch (quantized by `quantizeQ8_0Activations` with the same cols and tokens),
+/// so several matmuls of one input quantize it once.
+pub fn matmulQ8_0Quantized(pool: *Pool, out: [*]f32, w: [*]align(1) const BlockQ8_0, rows: usize, cols: usize, tokens: usize) pool_zig.Status {
     std.debug.assert(cols % qk == 0);
     const nb = cols / qk;
     const act = Activations.init(pool.scratch, nb, tokens);
-    const quantize_job: QuantizeJob = .{ .x = x, .act = act, .cols = cols, .tokens = tokens };
-    const status = pool.run(QuantizeJob, &quantize_job, quantizeRange, tokens, 1, tokens * cols, parallel_threshold_macs);
-    if (status != .ok) return status;
     const job: Q8Job = .{ .out = out, .w = @ptrCast(w), .act = act, .rows = rows, .blocks_per_row = nb, .tokens = tokens };
     return pool.run(Q8Job, &job, matmulQ8Range, rows, row_group, rows * cols * tokens, parallel_threshold_macs);
 }
