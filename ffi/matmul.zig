@@ -22,6 +22,10 @@ const qk = quant.qk8_0;
 const lanes = simd.f32_lanes;
 const F32x = simd.F32x;
 
+/// How far ahead a GEMV prefetches weight rows, at least: short rows need several row
+/// groups of lead to cover the memory latency.
+const prefetch_distance_bytes = 16384;
+
 /// Rows per register tile; thread ranges are aligned to it.
 pub const row_group = 4;
 /// Tokens per register tile.
@@ -45,12 +49,13 @@ fn FloatJob(comptime W: type) type {
 
 inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job: *const FloatJob(W), r0: usize, t0: usize) void {
     const cols = job.cols;
+    const ahead_rows = R * @max(1, prefetch_distance_bytes / (R * cols * @sizeOf(W)));
     var acc: [R][T]F32x = @splat(@splat(@splat(0)));
     var c: usize = 0;
     while (c + lanes <= cols) : (c += lanes) {
         if (T == 1) {
             // GEMV: fetch the next row group's bytes at the same column (see tileQ8).
-            inline for (0..R) |r| @prefetch(job.w + (r0 + R + r) * cols + c, .{ .locality = 2 });
+            inline for (0..R) |r| @prefetch(job.w + (r0 + ahead_rows + r) * cols + c, .{ .locality = 2 });
         }
         var xv: [T]F32x = undefined;
         inline for (0..T) |t| xv[t] = simd.loadAsF32(f32, lanes, job.x + (t0 + t) * cols + c);
@@ -276,6 +281,7 @@ fn dxMask(comptime R: usize) [2 * R]i32 {
 inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: usize, t0: usize) void {
     const nb = job.blocks_per_row;
     const row_bytes = nb * @sizeOf(BlockQ8_0);
+    const ahead_rows = R * @max(1, prefetch_distance_bytes / (R * row_bytes));
     const act = job.act;
     var acc: [R][T]F32x16 = @splat(@splat(@splat(0)));
     var j: usize = 0;
@@ -289,7 +295,7 @@ inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: us
             // same position (its rows are the next R·row_bytes; the prefetcher would
             // otherwise retrain on every short row).
             inline for (0..R) |r| {
-                @prefetch(job.w + (r0 + R + r) * row_bytes + j * @sizeOf(BlockQ8_0), .{ .locality = 2 });
+                @prefetch(job.w + (r0 + ahead_rows + r) * row_bytes + j * @sizeOf(BlockQ8_0), .{ .locality = 2 });
             }
         }
         inline for (0..R) |r| {

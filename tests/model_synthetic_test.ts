@@ -3,7 +3,7 @@ import type { GgufTensorInfo } from "../src/gguf/reader.ts";
 import { GgmlType } from "../src/gguf/types.ts";
 import { LlamaModel, type ModelKernels, type ModelOptions } from "../src/model/mod.ts";
 import { Kernels } from "../src/kernels/mod.ts";
-import { ReferenceKernels } from "../src/model/reference_kernels.ts";
+import { ReferenceKernels } from "./_reference_kernels.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { syntheticModel } from "./_synthetic.ts";
 

@@ -4,7 +4,7 @@ import { parseGguf } from "../src/gguf/reader.ts";
 import { Kernels } from "../src/kernels/mod.ts";
 import { LlamaModel, ModelError, readLlamaConfig } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
-import { ReferenceKernels } from "../src/model/reference_kernels.ts";
+import { ReferenceKernels } from "./_reference_kernels.ts";
 import { golden, greedyAgainstGolden, patchedStories } from "./_golden.ts";
 import { testdata } from "./_testdata.ts";
 

@@ -21,7 +21,12 @@
  * @module
  */
 import { closeSync, openSync, writeSync } from "node:fs";
-import { GGUF_DEFAULT_ALIGNMENT, GgufArray, GgufValueType } from "./reader.ts";
+import {
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_VALUE_TYPE_NAMES,
+  GgufArray,
+  GgufValueType,
+} from "./reader.ts";
 import { GgmlType, ggmlTypeById, type GgmlTypeInfo } from "./types.ts";
 
 /** An array value to write: its element type and elements (nested arrays for `ARRAY`). */
@@ -220,23 +225,7 @@ function writeScalar(sink: ByteSink, type: number, value: unknown, what: string)
 }
 
 function typeLabel(type: number): string {
-  return [
-    "u8",
-    "i8",
-    "u16",
-    "i16",
-    "u32",
-    "i32",
-    "f32",
-    "bool",
-    "string",
-    "array",
-    "u64",
-    "i64",
-    "f64",
-  ][
-    type
-  ] ?? `type ${type}`;
+  return GGUF_VALUE_TYPE_NAMES[type] ?? `type ${type}`;
 }
 
 /** Writes an array's body: element type, length, elements. */

@@ -6,17 +6,9 @@
  *
  * @module
  */
-import type { ModelKernels } from "./kernels.ts";
-import type { Native } from "../native/native.ts";
-
-function halfToFloat(h: number): number {
-  const s = h & 0x8000 ? -1 : 1;
-  const e = (h >> 10) & 0x1f;
-  const m = h & 0x3ff;
-  if (e === 0) return s * m * 2 ** -24;
-  if (e === 31) return m ? NaN : s * Infinity;
-  return s * (1 + m / 1024) * 2 ** (e - 15);
-}
+import type { ModelKernels } from "../src/model/kernels.ts";
+import type { Native } from "../src/native/native.ts";
+import { f16ToF32 } from "../src/gguf/writer.ts";
 
 /** The reference kernels over native memory. */
 export class ReferenceKernels implements ModelKernels {
@@ -39,7 +31,7 @@ export class ReferenceKernels implements ModelKernels {
       const u16 = new Uint16Array(this.#native.view(weight + r * cols * 2, cols * 2));
       for (let c = 0; c < cols; c++) {
         out[c] = type === 1
-          ? halfToFloat(u16[c])
+          ? f16ToF32(u16[c])
           : new Float32Array(new Uint32Array([u16[c] << 16]).buffer)[0];
       }
       return out;
@@ -49,7 +41,7 @@ export class ReferenceKernels implements ModelKernels {
       const bytes = new Uint8Array(this.#native.view(weight + r * blocks * 34, blocks * 34));
       const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
       for (let b = 0; b < blocks; b++) {
-        const d = halfToFloat(dv.getUint16(b * 34, true));
+        const d = f16ToF32(dv.getUint16(b * 34, true));
         for (let i = 0; i < 32; i++) out[b * 32 + i] = d * dv.getInt8(b * 34 + 2 + i);
       }
       return out;
