@@ -35,6 +35,8 @@ pub fn build(b: *std.Build) void {
         .linkage = .dynamic,
         .name = "dotllm",
         .root_module = root_module,
+        // LLVM in every mode: the kernels' inline assembly (vpdpbusd) needs its assembler.
+        .use_llvm = true,
     });
     b.installArtifact(lib);
 

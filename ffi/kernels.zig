@@ -1,10 +1,11 @@
 //! The small kernels of a transformer layer: RMSNorm, RoPE, SwiGLU, residual add,
-//! softmax, KV-cache stores and embedding row lookup. Each has a scalar reference
-//! (`reference*`) that the tests compare it with.
+//! softmax, KV-cache stores and embedding row lookup. The vectorised ones (RMSNorm,
+//! SwiGLU, add) are tested against scalar definitions on awkward sizes; RoPE, softmax
+//! and the row conversions are scalar code.
 //!
-//! Per-token kernels split tokens across threads, element-wise kernels split
-//! element ranges aligned to the vector width; either way each output element is
-//! computed by one thread exactly as with one thread.
+//! Per-token kernels give the pool tokens as work units, element-wise kernels give it
+//! elements in groups of the vector width; either way each output element is computed
+//! by one thread exactly as with one thread.
 const std = @import("std");
 const simd = @import("simd.zig");
 const quant = @import("quant.zig");
@@ -345,19 +346,31 @@ test "rope rotates adjacent pairs and neox halves, preserving norms" {
     try testing.expectApproxEqAbs(1 * @sin(@as(f32, 0.5)) + 3 * @cos(@as(f32, 0.5)), y[2], 1e-6);
 }
 
-test "swiglu, add and softmax match their definitions" {
-    const pool = try Pool.create(testing.allocator, 2);
-    defer pool.destroy(testing.allocator);
-    var gate: [33]f32 = undefined;
-    var up: [33]f32 = undefined;
-    var out: [33]f32 = undefined;
+test "swiglu, add and softmax match their definitions on awkward sizes, 1..4 threads" {
+    const allocator = testing.allocator;
     var prng = std.Random.DefaultPrng.init(3);
-    randomFill(prng.random(), &gate, 6);
-    randomFill(prng.random(), &up, 2);
-    try testing.expectEqual(Status.ok, swiglu(pool, &out, &gate, &up, 33));
-    for (gate, up, out) |g, u, o| try testing.expectApproxEqRel(g / (1 + @exp(-g)) * u, o, 1e-6);
-    try testing.expectEqual(Status.ok, add(pool, &out, &gate, &up, 33));
-    for (gate, up, out) |g, u, o| try testing.expectEqual(g + u, o);
+    for ([_]usize{ 1, 31, 33, 4096 + 7, 3 * 11008 + 5 }) |n| {
+        const gate = try allocator.alloc(f32, n);
+        defer allocator.free(gate);
+        const up = try allocator.alloc(f32, n);
+        defer allocator.free(up);
+        const out = try allocator.alloc(f32, n);
+        defer allocator.free(out);
+        const single = try allocator.alloc(f32, n);
+        defer allocator.free(single);
+        randomFill(prng.random(), gate, 12);
+        randomFill(prng.random(), up, 2);
+        for (1..5) |threads| {
+            const pool = try Pool.create(allocator, @intCast(threads));
+            defer pool.destroy(allocator);
+            try testing.expectEqual(Status.ok, swiglu(pool, out.ptr, gate.ptr, up.ptr, n));
+            // Vector exp within 2 ulp: a few ulp on silu(g)·u.
+            for (gate, up, out) |g, u, o| try testing.expectApproxEqAbs(g / (1 + @exp(-g)) * u, o, 8 * std.math.floatEps(f32) * @abs(g * u) + 1e-30);
+            if (threads == 1) @memcpy(single, out) else try testing.expectEqualSlices(f32, single, out);
+            try testing.expectEqual(Status.ok, add(pool, out.ptr, gate.ptr, up.ptr, n));
+            for (gate, up, out) |g, u, o| try testing.expectEqual(g + u, o);
+        }
+    }
     var logits = [_]f32{ 1, 2, 3, -1000 };
     softmax(&logits);
     const total = @exp(@as(f32, 1)) + @exp(@as(f32, 2)) + @exp(@as(f32, 3));
