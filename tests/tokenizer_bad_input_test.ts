@@ -116,6 +116,7 @@ async function cli(args: string[], stdin?: string) {
 }
 
 const STORIES = testdata("models/stories260K.gguf");
+const vocabFile = (name: string) => testdata("llama.cpp-vocab", `ggml-vocab-${name}.gguf`);
 
 Deno.test("CLI tokenize / detokenize on stories260K", async () => {
   let r = await cli(["tokenize", STORIES, "-p", "Once upon a time"]);
@@ -133,6 +134,45 @@ Deno.test("CLI tokenize / detokenize on stories260K", async () => {
   assert.equal(r.stdout, " Once upon a time\n");
   r = await cli(["detokenize", STORIES, "-n", "-p", "[403,407]"]);
   assert.equal(r.stdout, "Once upon");
+});
+
+Deno.test("CLI: invalid UTF-8 in a file is read as llama.cpp reads it (one U+FFFD per bad byte)", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "dotllm-tok-"));
+  try {
+    const file = join(dir, "invalid.txt");
+    // "ab", a cut 3-byte sequence, stray bytes, a cut 2-byte and 4-byte sequence, then "€!"
+    writeFileSync(
+      file,
+      Uint8Array.of(
+        0x61,
+        0x62,
+        0xe2,
+        0x82,
+        0x20,
+        0x78,
+        0xff,
+        0xfe,
+        0x20,
+        0x79,
+        0xc3,
+        0x20,
+        0xf0,
+        0x9f,
+        0x98,
+        0x20,
+        0x7a,
+        0xe2,
+        0x82,
+        0xac,
+        0x21,
+      ),
+    );
+    const r = await cli(["tokenize", vocabFile("gpt-2"), "--no-bos", "-f", file]);
+    // llama-tokenize (llama.cpp c392e509) on the same file
+    assert.equal(r.stdout, "[397,6353,2124,6353,331,4210,220,48585,1976,26391,0]\n");
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
 });
 
 Deno.test("CLI: bad input is one error line and exit 1", async () => {

@@ -62,3 +62,16 @@ Deno.test("fuzz: long runs of one character are handled (no stack or time blow-u
     }
   }
 });
+
+Deno.test(`fuzz: ${COUNT / 4} random byte strings per tokenizer (mostly invalid UTF-8) never throw`, () => {
+  for (const [, name] of FAMILIES) {
+    const t = tokenizerOf(vocabPath(name));
+    const rand = prng(0xb17e5 + name.length);
+    for (let i = 0; i < COUNT / 4; i++) {
+      const bytes = Uint8Array.from({ length: Math.floor(rand() * 40) }, () => rand() * 256);
+      const ids = t.encodeBytes(bytes, { parseSpecial: i % 2 === 0 });
+      for (const id of ids) assert.ok(id >= 0 && id < t.vocabSize);
+      t.decode(ids);
+    }
+  }
+});

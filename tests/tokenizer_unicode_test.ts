@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { CP, cpFlags } from "../src/tokenizer/unicode.ts";
+import { testdata } from "./_testdata.ts";
 import { tokenizerOf, vocabPath } from "./_vocabs.ts";
 
 // Code points new in Unicode 16.0 are unassigned in llama.cpp's (Unicode 15.1) tables:
@@ -116,4 +117,106 @@ Deno.test("text with Unicode 16.0 characters gives llama.cpp's ids", () => {
   for (const [vocab, text, ids] of cases) {
     assert.deepEqual(tokenizerOf(vocabPath(vocab)).encode(text, { addSpecial: false }), ids, vocab);
   }
+});
+
+Deno.test("encodeBytes: invalid UTF-8 is tokenized as llama.cpp does (SPM merges raw bytes)", () => {
+  // "ab", a cut 3-byte sequence, stray bytes, a cut 2-byte and 4-byte sequence, then "€!"
+  const bytes = Uint8Array.of(
+    0x61,
+    0x62,
+    0xe2,
+    0x82,
+    0x20,
+    0x78,
+    0xff,
+    0xfe,
+    0x20,
+    0x79,
+    0xc3,
+    0x20,
+    0xf0,
+    0x9f,
+    0x98,
+    0x20,
+    0x7a,
+    0xe2,
+    0x82,
+    0xac,
+    0x21,
+  );
+  // ids from llama-tokenize (llama.cpp c392e509) on the same bytes
+  assert.deepEqual(tokenizerOf(vocabPath("llama-spm")).encodeBytes(bytes, { addSpecial: false }), [
+    633,
+    229,
+    133,
+    229,
+    153,
+    132,
+    29916,
+    258,
+    257,
+    229,
+    153,
+    132,
+    29891,
+    198,
+    229,
+    153,
+    132,
+    243,
+    162,
+    155,
+    229,
+    153,
+    132,
+    29920,
+    30181,
+    29991,
+  ]);
+  assert.deepEqual(tokenizerOf(testdata("models/stories260K.gguf")).encodeBytes(bytes), [
+    1,
+    261,
+    430,
+    229,
+    133,
+    229,
+    153,
+    132,
+    444,
+    258,
+    257,
+    229,
+    153,
+    132,
+    422,
+    198,
+    229,
+    153,
+    132,
+    243,
+    162,
+    155,
+    229,
+    153,
+    132,
+    451,
+    503,
+    443,
+  ]);
+  assert.deepEqual(tokenizerOf(vocabPath("gpt-2")).encodeBytes(bytes), [
+    397,
+    6353,
+    2124,
+    6353,
+    331,
+    4210,
+    220,
+    48585,
+    1976,
+    26391,
+    0,
+  ]);
+  // valid UTF-8 takes the text path
+  const t = tokenizerOf(vocabPath("llama-spm"));
+  assert.deepEqual(t.encodeBytes(new TextEncoder().encode("Hello 😀")), t.encode("Hello 😀"));
 });

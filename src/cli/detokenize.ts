@@ -6,7 +6,7 @@
  */
 import { type Command, UsageError } from "./command.ts";
 import { writeStdout } from "./io.ts";
-import { readInputText } from "./tokenize.ts";
+import { readInput } from "./tokenize.ts";
 import { openTokenizer } from "./_tokenizer.ts";
 
 const USAGE = `Usage: dotllm detokenize MODEL [-p IDS | -f FILE] [options]
@@ -49,7 +49,7 @@ export const detokenizeCommand: Command = {
   },
   run(values, positionals) {
     if (positionals.length !== 1) throw new UsageError("expected one MODEL argument");
-    const ids = parseIds(readInputText(values, "ids"));
+    const ids = parseIds(new TextDecoder().decode(readInput(values, "ids")));
     const tokenizer = openTokenizer(positionals[0]);
     const bytes = tokenizer.decodeBytes(ids, { special: values["no-special"] !== true });
     writeStdout(bytes);

@@ -29,16 +29,15 @@ function escapePiece(piece: string): string {
   );
 }
 
-/** Reads the text to tokenize: `-p`, `-f`, else stdin (invalid UTF-8 becomes U+FFFD). */
-export function readInputText(values: OptionValues, flag = "prompt"): string {
+/** Reads the input: `-p` (as UTF-8), `-f`, else stdin, as bytes. */
+export function readInput(values: OptionValues, flag = "prompt"): Uint8Array {
   const prompt = values[flag];
   const file = values.file;
   if (prompt !== undefined && file !== undefined) {
     throw new UsageError(`give either --${flag} or --file, not both`);
   }
-  if (typeof prompt === "string") return prompt;
-  const bytes = typeof file === "string" ? readFileSync(file) : readFileSync(0);
-  return new TextDecoder("utf-8", { ignoreBOM: true }).decode(bytes);
+  if (typeof prompt === "string") return new TextEncoder().encode(prompt);
+  return typeof file === "string" ? readFileSync(file) : readFileSync(0);
 }
 
 export const tokenizeCommand: Command = {
@@ -54,9 +53,10 @@ export const tokenizeCommand: Command = {
   },
   run(values, positionals) {
     if (positionals.length !== 1) throw new UsageError("expected one MODEL argument");
-    const text = readInputText(values);
+    const bytes = readInput(values);
     const tokenizer = openTokenizer(positionals[0]);
-    const ids = tokenizer.encode(text, {
+    // bytes, not text: invalid UTF-8 is tokenized as llama.cpp does
+    const ids = tokenizer.encodeBytes(bytes, {
       addSpecial: values["no-bos"] !== true,
       parseSpecial: values["no-parse-special"] !== true,
     });

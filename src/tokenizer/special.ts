@@ -15,14 +15,19 @@ export type Fragment = string | number;
 const isSpace = (c: number) => c === 0x20 || (c >= 0x09 && c <= 0x0d);
 
 /** Splits `text` into text and special-token fragments. */
-export function partition(vocab: Vocab, text: string, parseSpecial: boolean): Fragment[] {
+export function partition(
+  vocab: Vocab,
+  text: string,
+  parseSpecial: boolean,
+  tokenText: (id: number) => string = (id) => vocab.tokens[id],
+): Fragment[] {
   if (text.length === 0) return [];
   let fragments: Fragment[] = [text];
   const skip = TokenAttr.CONTROL | TokenAttr.UNKNOWN;
   for (const id of vocab.specialTokens) {
     const attr = vocab.attrs[id];
     if (!parseSpecial && attr & skip) continue;
-    const token = vocab.tokens[id];
+    const token = tokenText(id);
     let next: Fragment[] | undefined;
     for (let f = 0; f < fragments.length; f++) {
       const frag = fragments[f];

@@ -9,7 +9,11 @@
  */
 import type { PairHeap } from "./_heap.ts";
 import { utf8 } from "./unicode.ts";
+import type { TokenIndex } from "./_token_index.ts";
 import { NO_TOKEN, TokenizerError, type Vocab } from "./vocab.ts";
+
+/** Bytes of a UTF-8 sequence by its lead byte's high nibble, as llama.cpp counts them. */
+const UTF8_LENGTH = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4];
 
 /** The byte-fallback token of each byte: `<0xXX>`, else the one-character token, else unk. */
 export function spmByteTokens(vocab: Vocab): Int32Array {
@@ -22,13 +26,18 @@ export function spmByteTokens(vocab: Vocab): Int32Array {
   return table;
 }
 
-/** Merges one (escaped) text into tokens, appended to `out`. */
+/**
+ * Merges one (escaped) text into tokens, appended to `out`. With `binaryIndex`
+ * the text is raw bytes, one char per byte (for input that is not valid UTF-8,
+ * which llama.cpp merges byte-wise), looked up in that index of token bytes.
+ */
 export function spmEncode(
   vocab: Vocab,
   byteTokens: Int32Array,
   heap: PairHeap,
   text: string,
   out: number[],
+  binaryIndex?: TokenIndex,
 ): void {
   const n16 = text.length;
   if (n16 === 0) return;
@@ -40,7 +49,11 @@ export function spmEncode(
   let n = 0;
   for (let i = 0; i < n16; n++) {
     const c = text.charCodeAt(i);
-    const w = c >= 0xd800 && c <= 0xdbff && i + 1 < n16 ? 2 : 1;
+    const w = binaryIndex
+      ? Math.min(UTF8_LENGTH[c >> 4], n16 - i)
+      : c >= 0xd800 && c <= 0xdbff && i + 1 < n16
+      ? 2
+      : 1;
     start[n] = i;
     len[n] = w;
     prev[n] = n - 1;
@@ -49,7 +62,8 @@ export function spmEncode(
   }
   next[n - 1] = -1;
 
-  const { tokenToId, scores } = vocab;
+  const { scores } = vocab;
+  const tokenToId = binaryIndex ?? vocab.tokenToId;
   heap.clear();
   const tryPair = (left: number, right: number) => {
     if (left < 0 || right < 0) return;
@@ -77,13 +91,14 @@ export function spmEncode(
   }
 
   for (let i = 0; i !== -1; i = next[i]) {
-    const piece = text.substr(start[i], len[i]);
-    const id = tokenToId.get(piece);
-    if (id !== undefined) {
+    const id = tokenToId.find(text, start[i], start[i] + len[i]);
+    if (id >= 0) {
       out.push(id);
       continue;
     }
-    for (const b of utf8(piece)) {
+    const piece = text.substr(start[i], len[i]);
+    const bytes = binaryIndex ? Array.from(piece, (ch) => ch.charCodeAt(0)) : utf8(piece);
+    for (const b of bytes) {
       const t = byteTokens[b];
       if (t === NO_TOKEN) {
         throw new TokenizerError(`no token for byte 0x${b.toString(16)} and no unknown token`);

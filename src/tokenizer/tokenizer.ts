@@ -29,7 +29,8 @@ import { PairHeap } from "./_heap.ts";
 import { preSplit } from "./pretokenize.ts";
 import { partition } from "./special.ts";
 import { spmByteTokens, spmEncode, spmJoinablePairs, spmPieces } from "./spm.ts";
-import { wellFormed } from "./unicode.ts";
+import { decodeUtf8LikeLlama, utf8, wellFormed } from "./unicode.ts";
+import { TokenIndex } from "./_token_index.ts";
 import { loadVocab, NO_TOKEN, TokenAttr, TokenizerError, type Vocab } from "./vocab.ts";
 import { wpmEncode } from "./wpm.ts";
 
@@ -44,6 +45,28 @@ export interface EncodeOptions {
 /** Words cached per tokenizer before the cache is emptied. */
 const WORD_CACHE_MAX = 100_000;
 const textDecoder = new TextDecoder("utf-8", { ignoreBOM: true });
+const strictDecoder = new TextDecoder("utf-8", { ignoreBOM: true, fatal: true });
+/** "▁" as UTF-8 bytes in a one-char-per-byte string. */
+const ESCAPED_SPACE = "\xE2\x96\x81";
+
+function isValidUtf8(bytes: Uint8Array): boolean {
+  try {
+    strictDecoder.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A string with one char (0..255) per UTF-8 byte of `text` (or per byte given). */
+function toBinary(text: string | Uint8Array): string {
+  const bytes = typeof text === "string" ? utf8(text) : text;
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 8192) {
+    s += String.fromCharCode(...bytes.subarray(i, i + 8192));
+  }
+  return s;
+}
 
 /** A model's tokenizer (SentencePiece BPE, byte-level BPE or WordPiece). */
 export class Tokenizer {
@@ -53,6 +76,8 @@ export class Tokenizer {
   readonly #byteTokens?: Int32Array;
   readonly #wordCache = new Map<string, number[]>();
   #spmPairs?: Set<number>;
+  #binaryTokens?: string[];
+  #binaryIndex?: TokenIndex;
   readonly #pieces: Array<Uint8Array | undefined>;
   readonly #specialPieces: Array<Uint8Array | undefined>;
 
@@ -129,6 +154,42 @@ export class Tokenizer {
       }
       if (addSpecial) out.push(this.#need(vocab.sep, "SEP"));
     }
+    return out;
+  }
+
+  /**
+   * UTF-8 bytes to token ids, exactly as llama.cpp tokenizes bytes: invalid
+   * UTF-8 becomes one U+FFFD per bad byte (BPE, WordPiece), and SPM merges the
+   * raw bytes. Valid UTF-8 gives the same ids as `encode` of the decoded text.
+   */
+  encodeBytes(bytes: Uint8Array, options: EncodeOptions = {}): number[] {
+    if (this.vocab.kind !== "spm" || isValidUtf8(bytes)) {
+      return this.encode(decodeUtf8LikeLlama(bytes), options);
+    }
+    const vocab = this.vocab;
+    const binary = this.#binaryTokens ??= vocab.tokens.map(toBinary);
+    const index = this.#binaryIndex ??= new TokenIndex(binary);
+    const fragments = partition(
+      vocab,
+      toBinary(bytes),
+      options.parseSpecial ?? false,
+      (id) => binary[id],
+    );
+    const out: number[] = [];
+    const addSpecial = options.addSpecial ?? true;
+    if (addSpecial && vocab.addBos) out.push(this.#need(vocab.bos, "BOS"));
+    let prevSpecial = true;
+    for (const f of fragments) {
+      if (typeof f === "number") {
+        out.push(f);
+        prevSpecial = true;
+        continue;
+      }
+      const s = (vocab.addSpacePrefix && prevSpecial ? " " : "") + f;
+      spmEncode(vocab, this.#byteTokens!, this.#heap, s.replaceAll(" ", ESCAPED_SPACE), out, index);
+      prevSpecial = false;
+    }
+    if (addSpecial && vocab.addEos) out.push(this.#need(vocab.eos, "EOS"));
     return out;
   }
 

@@ -275,3 +275,44 @@ const textEncoder = new TextEncoder();
 export function utf8(text: string): Uint8Array {
   return textEncoder.encode(text);
 }
+
+/**
+ * Decodes UTF-8 as llama.cpp does (`unicode_cpts_from_utf8`): each byte that
+ * does not start a well-formed sequence becomes one U+FFFD and decoding
+ * resumes at the next byte (the WHATWG decoder folds some runs into one).
+ * Surrogate code points decoded this way become U+FFFD too (JS strings).
+ */
+export function decodeUtf8LikeLlama(bytes: Uint8Array): string {
+  const parts: string[] = [];
+  const codes: number[] = [];
+  const isCont = (i: number) => i < bytes.length && (bytes[i] & 0xc0) === 0x80;
+  for (let i = 0; i < bytes.length;) {
+    const b = bytes[i];
+    let cp = 0xfffd, n = 1;
+    if (!(b & 0x80)) cp = b;
+    else if (!(b & 0x40)) cp = 0xfffd;
+    else if (!(b & 0x20)) {
+      if (isCont(i + 1)) [cp, n] = [((b & 0x1f) << 6) | (bytes[i + 1] & 0x3f), 2];
+    } else if (!(b & 0x10)) {
+      if (isCont(i + 1) && isCont(i + 2)) {
+        cp = ((b & 0x0f) << 12) | ((bytes[i + 1] & 0x3f) << 6) | (bytes[i + 2] & 0x3f);
+        n = 3;
+      }
+    } else if (!(b & 0x08)) {
+      if (isCont(i + 1) && isCont(i + 2) && isCont(i + 3)) {
+        cp = ((b & 0x07) << 18) | ((bytes[i + 1] & 0x3f) << 12) | ((bytes[i + 2] & 0x3f) << 6) |
+          (bytes[i + 3] & 0x3f);
+        n = 4;
+      }
+    }
+    if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) cp = 0xfffd;
+    codes.push(cp);
+    if (codes.length >= 8192) {
+      parts.push(String.fromCodePoint(...codes));
+      codes.length = 0;
+    }
+    i += n;
+  }
+  parts.push(String.fromCodePoint(...codes));
+  return parts.join("");
+}
