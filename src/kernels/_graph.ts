@@ -21,14 +21,8 @@ export const OpCode = {
 /** Bytes of one op: code, type, 15 u64 arguments. */
 const OP_BYTES = 128;
 const OP_WORDS = OP_BYTES / 4;
-const ARGS_MAX = 15;
 /** Most ops one graph may hold (as `op_count_max` in `ffi/graph.zig`). */
 export const GRAPH_OPS_MAX = 1 << 16;
-
-/** A marker for an argument passed as f32 bits. */
-export class F32Arg {
-  constructor(readonly value: number) {}
-}
 
 /** A growable list of ops in native memory. */
 export class GraphRecorder {
@@ -51,26 +45,53 @@ export class GraphRecorder {
     return this.#buffer.address;
   }
 
-  /** Appends one op; `args` are addresses and counts (numbers) or f32 values (`F32Arg`). */
-  push(code: number, type: number, args: ReadonlyArray<number | F32Arg>): void {
-    if (args.length > ARGS_MAX) throw new RangeError(`an op takes at most ${ARGS_MAX} arguments`);
+  /**
+   * Appends one op with up to 10 integer arguments (addresses and counts).
+   * Positional parameters, not an array: recording a forward pass allocates nothing.
+   */
+  push(
+    code: number,
+    type: number,
+    a0 = 0,
+    a1 = 0,
+    a2 = 0,
+    a3 = 0,
+    a4 = 0,
+    a5 = 0,
+    a6 = 0,
+    a7 = 0,
+    a8 = 0,
+    a9 = 0,
+  ): void {
     if (this.count * OP_WORDS >= this.#words.length) this.#grow();
-    const w = this.#words;
     const base = this.count * OP_WORDS;
-    w.fill(0, base, base + OP_WORDS);
-    w[base] = code;
-    w[base + 1] = type;
-    for (let i = 0; i < args.length; i++) {
-      const arg = args[i];
-      const at = base + 2 + 2 * i;
-      if (arg instanceof F32Arg) {
-        this.#floats[at] = arg.value;
-      } else {
-        w[at] = arg % 0x1_0000_0000;
-        w[at + 1] = Math.floor(arg / 0x1_0000_0000);
-      }
-    }
+    this.#words.fill(0, base, base + OP_WORDS);
+    this.#words[base] = code;
+    this.#words[base + 1] = type;
+    this.#set(base, 0, a0);
+    this.#set(base, 1, a1);
+    this.#set(base, 2, a2);
+    this.#set(base, 3, a3);
+    this.#set(base, 4, a4);
+    this.#set(base, 5, a5);
+    this.#set(base, 6, a6);
+    this.#set(base, 7, a7);
+    this.#set(base, 8, a8);
+    this.#set(base, 9, a9);
     this.count++;
+  }
+
+  /** Stores argument `index` of the last op as the bits of the f32 `value`. */
+  setF32(index: number, value: number): void {
+    const at = (this.count - 1) * OP_WORDS + 2 + 2 * index;
+    this.#floats[at] = value;
+    this.#words[at + 1] = 0;
+  }
+
+  #set(base: number, index: number, value: number): void {
+    const at = base + 2 + 2 * index;
+    this.#words[at] = value % 0x1_0000_0000;
+    this.#words[at + 1] = Math.floor(value / 0x1_0000_0000);
   }
 
   #grow(): void {

@@ -23,7 +23,7 @@
  * @module
  */
 import type { Native } from "../native/mod.ts";
-import { F32Arg, GraphRecorder, OpCode } from "./_graph.ts";
+import { GraphRecorder, OpCode } from "./_graph.ts";
 
 /** ggml ids of the weight and cache types the kernels compute with. */
 export const WeightType = {
@@ -154,11 +154,9 @@ export class Kernels {
     this.#recording = false;
   }
 
-  /** Queues an op when recording; returns false when the caller should run it now. */
-  #record(code: number, type: number, args: ReadonlyArray<number | F32Arg>): boolean {
-    if (!this.#recording) return false;
-    this.#graph!.push(code, type, args);
-    return true;
+  /** The recorder while recording (kernel calls are queued to it), else undefined. */
+  get #recorder(): GraphRecorder | undefined {
+    return this.#recording ? this.#graph : undefined;
   }
 
   /**
@@ -207,7 +205,8 @@ export class Kernels {
     } else if (type !== WeightType.F32 && type !== WeightType.F16 && type !== WeightType.BF16) {
       throw new RangeError(`Unsupported matmul weight type ${type}`);
     }
-    if (this.#record(OpCode.matmul, type, [out, weight, x, rows, cols, tokens])) return;
+    const recorder = this.#recorder;
+    if (recorder) return recorder.push(OpCode.matmul, type, out, weight, x, rows, cols, tokens);
     const fn = this.#native.fn;
     const pool = this.#handle;
     switch (type) {
@@ -230,7 +229,11 @@ export class Kernels {
     checkCount("n", n);
     checkCount("tokens", tokens);
     checkFinite("eps", eps);
-    if (this.#record(OpCode.rmsnorm, 0, [out, x, weight, n, tokens, new F32Arg(eps)])) return;
+    const recorder = this.#recorder;
+    if (recorder) {
+      recorder.push(OpCode.rmsnorm, 0, out, x, weight, n, tokens);
+      return recorder.setF32(5, eps);
+    }
     this.#check(this.#native.fn.dotllm_rmsnorm_f32(this.#handle, out, x, weight, n, tokens, eps));
   }
 
@@ -267,9 +270,24 @@ export class Kernels {
       throw new RangeError(`freqBase must be positive, got ${freqBase}`);
     }
     if (freqFactors !== 0) checkAddress("freqFactors", freqFactors);
-    const ropeArgs = [x, tokens, heads, headDim, ropeDims, posStart] as const;
-    const base = new F32Arg(freqBase);
-    if (this.#record(OpCode.rope, 0, [...ropeArgs, base, freqFactors, neox ? 1 : 0])) return;
+    const recorder = this.#recorder;
+    if (recorder) {
+      const mode = neox ? 1 : 0;
+      recorder.push(
+        OpCode.rope,
+        0,
+        x,
+        tokens,
+        heads,
+        headDim,
+        ropeDims,
+        posStart,
+        0,
+        freqFactors,
+        mode,
+      );
+      return recorder.setF32(6, freqBase);
+    }
     this.#check(
       this.#native.fn.dotllm_rope_f32(
         this.#handle,
@@ -306,7 +324,8 @@ export class Kernels {
     if (cacheType !== WeightType.F32 && cacheType !== WeightType.F16) {
       throw new RangeError(`Unsupported KV cache type ${cacheType}`);
     }
-    if (this.#record(OpCode.storeKv, cacheType, [cache, src, pos, tokens, kvDim])) return;
+    const recorder = this.#recorder;
+    if (recorder) return recorder.push(OpCode.storeKv, cacheType, cache, src, pos, tokens, kvDim);
     const fn = this.#native.fn;
     if (cacheType === WeightType.F32) fn.dotllm_store_kv_f32(cache, src, pos, tokens, kvDim);
     else if (cacheType === WeightType.F16) fn.dotllm_store_kv_f16(cache, src, pos, tokens, kvDim);
@@ -350,9 +369,24 @@ export class Kernels {
     if (cacheType !== WeightType.F32 && cacheType !== WeightType.F16) {
       throw new RangeError(`Unsupported KV cache type ${cacheType}`);
     }
-    const shape = [tokens, posStart, heads, kvHeads, headDim] as const;
-    const recorded = [out, q, kCache, vCache, ...shape, new F32Arg(scale)];
-    if (this.#record(OpCode.attention, cacheType, recorded)) return;
+    const recorder = this.#recorder;
+    if (recorder) {
+      const code = OpCode.attention;
+      recorder.push(
+        code,
+        cacheType,
+        out,
+        q,
+        kCache,
+        vCache,
+        tokens,
+        posStart,
+        heads,
+        kvHeads,
+        headDim,
+      );
+      return recorder.setF32(9, scale);
+    }
     const fn = this.#native.fn;
     const pool = this.#handle;
     const args = [
@@ -378,7 +412,8 @@ export class Kernels {
     checkAddress("gate", gate);
     checkAddress("up", up);
     checkCount("n", n);
-    if (this.#record(OpCode.swiglu, 0, [out, gate, up, n])) return;
+    const recorder = this.#recorder;
+    if (recorder) return recorder.push(OpCode.swiglu, 0, out, gate, up, n);
     this.#check(this.#native.fn.dotllm_swiglu_f32(this.#handle, out, gate, up, n));
   }
 
@@ -388,7 +423,8 @@ export class Kernels {
     checkAddress("a", a);
     checkAddress("b", b);
     checkCount("n", n);
-    if (this.#record(OpCode.add, 0, [out, a, b, n])) return;
+    const recorder = this.#recorder;
+    if (recorder) return recorder.push(OpCode.add, 0, out, a, b, n);
     this.#check(this.#native.fn.dotllm_add_f32(this.#handle, out, a, b, n));
   }
 
@@ -428,7 +464,8 @@ export class Kernels {
     ) {
       throw new RangeError(`Unsupported embedding type ${type}`);
     }
-    if (this.#record(OpCode.getRows, type, [out, table, ids, count, rowLength])) return;
+    const recorder = this.#recorder;
+    if (recorder) return recorder.push(OpCode.getRows, type, out, table, ids, count, rowLength);
     const fn = this.#native.fn;
     switch (type) {
       case WeightType.F32:
