@@ -180,6 +180,23 @@ fn validOp(op: *const Op) bool {
     };
 }
 
+/// Bytes of the next matmul's weights fetched before the current op runs.
+const weight_prefetch_bytes = 16384;
+
+/// Starts fetching the first bytes of the next matmul's weights (within a few
+/// ops), so that its stream starts warm instead of waiting on memory.
+fn prefetchNextWeights(rest: []const Op) void {
+    for (rest[0..@min(rest.len, 4)]) |*op| {
+        if (op.code != @intFromEnum(OpCode.matmul)) continue;
+        const w = ptr([*]const u8, op.args[1]);
+        var offset: usize = 0;
+        while (offset < weight_prefetch_bytes) : (offset += 64) {
+            @prefetch(w + offset, .{ .locality = 2 });
+        }
+        return;
+    }
+}
+
 /// Executes `op_count` recorded ops on the pool. Returns 0, 1 if a worker panicked,
 /// or -1 for an op with an unknown code or type (nothing is run then). Every
 /// argument was checked by the TypeScript recorder (`src/kernels/`).
@@ -187,7 +204,8 @@ export fn dotllm_graph_run(pool: *Pool, ops: [*]const Op, op_count: usize) i32 {
     if (op_count > op_count_max) return -1;
     for (ops[0..op_count]) |*op| if (!validOp(op)) return -1;
     var previous: ?*const Op = null;
-    for (ops[0..op_count]) |*op| {
+    for (ops[0..op_count], 0..) |*op, index| {
+        prefetchNextWeights(ops[index + 1 .. op_count]);
         const status = runOp(pool, op, previous);
         if (status != .ok) return @intFromEnum(status);
         previous = op;
