@@ -1,17 +1,9 @@
 /** Shared helpers of the kernel tests: seeded data, native buffers, TS scalar references. @module */
 import type { Native, NativeBuffer } from "../src/native/mod.ts";
+// A small seeded PRNG (mulberry32) so every run sees the same data.
+import { prng as rng } from "./_fuzz.ts";
 
-/** A small seeded PRNG (mulberry32) so every run sees the same data. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng };
 
 /** n uniform values in [-scale, scale). */
 export function randomF32(n: number, seed: number, scale = 1): Float32Array {

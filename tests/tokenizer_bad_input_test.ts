@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { INVALID_UTF8 } from "./_fuzz.ts";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -140,33 +141,7 @@ Deno.test("CLI: invalid UTF-8 in a file is read as llama.cpp reads it (one U+FFF
   const dir = mkdtempSync(join(tmpdir(), "dotllm-tok-"));
   try {
     const file = join(dir, "invalid.txt");
-    // "ab", a cut 3-byte sequence, stray bytes, a cut 2-byte and 4-byte sequence, then "€!"
-    writeFileSync(
-      file,
-      Uint8Array.of(
-        0x61,
-        0x62,
-        0xe2,
-        0x82,
-        0x20,
-        0x78,
-        0xff,
-        0xfe,
-        0x20,
-        0x79,
-        0xc3,
-        0x20,
-        0xf0,
-        0x9f,
-        0x98,
-        0x20,
-        0x7a,
-        0xe2,
-        0x82,
-        0xac,
-        0x21,
-      ),
-    );
+    writeFileSync(file, INVALID_UTF8);
     const r = await cli(["tokenize", vocabFile("gpt-2"), "--no-bos", "-f", file]);
     // llama-tokenize (llama.cpp c392e509) on the same file
     assert.equal(r.stdout, "[397,6353,2124,6353,331,4210,220,48585,1976,26391,0]\n");

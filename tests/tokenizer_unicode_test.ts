@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { INVALID_UTF8 } from "./_fuzz.ts";
 import { CP, cpFlags } from "../src/tokenizer/unicode.ts";
 import { testdata } from "./_testdata.ts";
 import { tokenizerOf, vocabPath } from "./_vocabs.ts";
@@ -120,30 +121,7 @@ Deno.test("text with Unicode 16.0 characters gives llama.cpp's ids", () => {
 });
 
 Deno.test("encodeBytes: invalid UTF-8 is tokenized as llama.cpp does (SPM merges raw bytes)", () => {
-  // "ab", a cut 3-byte sequence, stray bytes, a cut 2-byte and 4-byte sequence, then "€!"
-  const bytes = Uint8Array.of(
-    0x61,
-    0x62,
-    0xe2,
-    0x82,
-    0x20,
-    0x78,
-    0xff,
-    0xfe,
-    0x20,
-    0x79,
-    0xc3,
-    0x20,
-    0xf0,
-    0x9f,
-    0x98,
-    0x20,
-    0x7a,
-    0xe2,
-    0x82,
-    0xac,
-    0x21,
-  );
+  const bytes = INVALID_UTF8;
   // ids from llama-tokenize (llama.cpp c392e509) on the same bytes
   assert.deepEqual(tokenizerOf(vocabPath("llama-spm")).encodeBytes(bytes, { addSpecial: false }), [
     633,
