@@ -295,7 +295,11 @@ inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: us
             // same position (its rows are the next R·row_bytes; the prefetcher would
             // otherwise retrain on every short row).
             inline for (0..R) |r| {
-                @prefetch(job.w + (r0 + ahead_rows + r) * row_bytes + j * @sizeOf(BlockQ8_0), .{ .locality = 2 });
+                // A block pair is 68 bytes: fetch the line it starts in and the next, or
+                // every 17th line of the stream would be missed.
+                const ahead = job.w + (r0 + ahead_rows + r) * row_bytes + j * @sizeOf(BlockQ8_0);
+                @prefetch(ahead, .{ .locality = 2 });
+                @prefetch(ahead + 64, .{ .locality = 2 });
             }
         }
         inline for (0..R) |r| {
