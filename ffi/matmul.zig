@@ -76,6 +76,12 @@ inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job:
 }
 
 fn matmulFloatRange(comptime W: type, job: *const FloatJob(W), row_begin: usize, row_end: usize) void {
+    if (job.tokens == 1) {
+        // GEMV: one row at a time is one contiguous stream through the weights, which
+        // the hardware prefetcher follows best (same arithmetic per output as a tile).
+        for (row_begin..row_end) |r| tileFloat(W, 1, 1, job, r, 0);
+        return;
+    }
     var r = row_begin;
     while (r + row_group <= row_end) : (r += row_group) {
         var t: usize = 0;
