@@ -8,7 +8,6 @@ import {
   benchRow,
   benchTable,
 } from "../bench/llama_bench.ts";
-import { Kernels } from "../kernels/mod.ts";
 import { LlamaModel } from "../model/mod.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
@@ -60,7 +59,6 @@ function run(values: OptionValues, positionals: string[]): number {
       threads,
       contextSize,
       batchSize: 512,
-      kernels: (native, n) => new Kernels(native, n),
     });
     try {
       const c = model.config;

@@ -21,7 +21,6 @@
  * @module
  */
 import { generate, type GenerationResult } from "../generation/mod.ts";
-import { Kernels } from "../kernels/mod.ts";
 import { type CacheType, LlamaModel } from "../model/mod.ts";
 import type { LlamaConfig } from "../model/mod.ts";
 import { prepareLibrary } from "../native/locate.ts";
@@ -133,7 +132,6 @@ export class Llm {
       contextSize: options.contextSize,
       batchSize: options.batchSize,
       cacheType: options.cacheType,
-      kernels: (native, threads) => new Kernels(native, threads),
     });
     try {
       return new Llm(model, Tokenizer.fromGguf(model.gguf));
