@@ -8,11 +8,15 @@
 //! (Q8_0 for Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1; see quant_act.zig).
 //!
 //! The SIMD dot products compute, per pair of blocks, 16 exact int32 lanes (lane g of a
-//! block = Σ of 4 consecutive products, the `vpdpbusd` layout) and fold them into a
-//! 16-lane f32 accumulator with one fused multiply-add by the blocks' dw·da scales. The
-//! three code paths (AVX-512 VNNI, AVX2, generic `@Vector`) produce the same integer
-//! lanes and run the same float operations, so they give bit-identical results; a row's
-//! result never depends on the tile size or the thread computing it.
+//! block = Σ of 4 consecutive products, the `vpdpbusd` layout) and then run exactly the
+//! float operations of llama.cpp's x86 kernels (ggml-cpu/arch/x86/quants.c, AVX2 branch,
+//! which AVX-512 builds also take): per block one fused multiply-add of the lanes by
+//! dw·da into an 8-lane accumulator (IQ4_NL: two, even and odd blocks, plus a scalar
+//! last block), the Q4_1/Q5_1 min terms in a fused scalar chain, and ggml's
+//! `hsum_float_8` tree. So `vecDot` returns llama.cpp's bits on every path (AVX-512
+//! VNNI, AVX2, generic `@Vector`: same integer lanes, same float operations), and a
+//! row's result never depends on the tile size or on the thread computing it.
+//! `vecDotRef` is ggml's generic scalar order instead (different rounding).
 const std = @import("std");
 const builtin = @import("builtin");
 const simd = @import("simd.zig");
@@ -77,6 +81,9 @@ const U8x64 = @Vector(64, u8);
 const I8x64 = @Vector(64, i8);
 const I32x16 = @Vector(16, i32);
 const F32x16 = @Vector(16, f32);
+const F32x8 = @Vector(8, f32);
+const first8 = std.simd.iota(i32, 8);
+const second8 = std.simd.iota(i32, 8) + @as(@Vector(8, i32), @splat(8));
 
 fn Legacy(comptime kind: Kind) type {
     return struct {
@@ -329,11 +336,16 @@ fn Legacy(comptime kind: Kind) type {
         pub fn vecDotRowsPath(comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
             const n = a.len;
             inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
-            var acc: [R]F32x16 = @splat(@splat(0));
-            var acc_m: [R]@Vector(2, f32) = @splat(@splat(0));
+            // llama.cpp's x86 order: per block acc = fma(dw·da, lanes, acc) into one
+            // 8-lane accumulator (IQ4_NL: even blocks into acc, odd ones into acc_odd,
+            // the last odd block added scalar), the min terms in a scalar chain.
+            var acc: [R]F32x8 = @splat(@splat(0));
+            var acc_odd: [R]F32x8 = @splat(@splat(0));
+            var summs: [R]f32 = @splat(0);
             var b: usize = 0;
             while (b < n) : (b += 2) {
                 const pair = b + 1 < n;
+                if (kind == .iq4_nl and !pair) break;
                 const a0 = &a[b];
                 const a1 = if (pair) &a[b + 1] else a0;
                 const zero32: @Vector(32, i8) = @splat(0);
@@ -341,31 +353,52 @@ fn Legacy(comptime kind: Kind) type {
                 const av1: @Vector(32, i8) = if (pair) a1.qs else zero32;
                 const av: I8x64 = std.simd.join(av0, av1);
                 const da0: f32 = a0.d;
-                const da1: f32 = if (pair) @as(f32, a1.d) else 0;
+                const da1: f32 = a1.d;
                 const shared = actShared(path, av);
                 inline for (0..R) |r| {
                     const w0 = &w_rows[r][b];
                     const w1 = if (pair) &w_rows[r][b + 1] else w0;
                     const u = unpackPair(w0, w1);
-                    const lanes = pairLanes(path, u, av, shared);
+                    const lanes: F32x16 = @floatFromInt(pairLanes(path, u, av, shared));
+                    const lo: F32x8 = @shuffle(f32, lanes, undefined, first8);
+                    const hi: F32x8 = @shuffle(f32, lanes, undefined, second8);
                     const dw0: f32 = w0.d;
                     const dw1: f32 = w1.d;
-                    const sc2: @Vector(2, f32) = .{ dw0 * da0, if (pair) dw1 * da1 else 0 };
-                    const sc: F32x16 = @shuffle(f32, sc2, undefined, half_broadcast);
-                    acc[r] = @mulAdd(F32x16, @floatFromInt(lanes), sc, acc[r]);
-                    if (has_min) {
-                        const m2: @Vector(2, f32) = .{ w0.m, if (pair) @as(f32, w1.m) else 0 };
-                        const s2: @Vector(2, f32) = .{ a0.s, if (pair) @as(f32, a1.s) else 0 };
-                        acc_m[r] = @mulAdd(@Vector(2, f32), m2, s2, acc_m[r]);
+                    acc[r] = @mulAdd(F32x8, @splat(dw0 * da0), lo, acc[r]);
+                    if (has_min) summs[r] = minTerm(w0.m, a0.s, summs[r]);
+                    if (pair) {
+                        if (kind == .iq4_nl) {
+                            acc_odd[r] = @mulAdd(F32x8, @splat(dw1 * da1), hi, acc_odd[r]);
+                        } else {
+                            acc[r] = @mulAdd(F32x8, @splat(dw1 * da1), hi, acc[r]);
+                        }
+                        if (has_min) summs[r] = minTerm(w1.m, a1.s, summs[r]);
                     }
                 }
             }
             var out: [R]f32 = undefined;
             inline for (0..R) |r| {
-                out[r] = simd.hsum(16, f32, acc[r]);
-                if (has_min) out[r] += acc_m[r][0] + acc_m[r][1];
+                if (kind == .iq4_nl) {
+                    out[r] = simd.hsum(8, f32, acc[r] + acc_odd[r]);
+                    if (b < n) {
+                        // ggml's scalar tail for an odd block count.
+                        var sumi: i32 = 0;
+                        for (0..qk) |j| sumi += @as(i32, kvalues_iq4nl[code(w_rows[r][b], j)]) * a[b].qs[j];
+                        const d = @as(f32, a[b].d) * @as(f32, w_rows[r][b].d);
+                        out[r] = @mulAdd(f32, d, @floatFromInt(sumi), out[r]);
+                    }
+                } else {
+                    out[r] = simd.hsum(8, f32, acc[r]);
+                    if (has_min) out[r] += summs[r];
+                }
             }
             return out;
+        }
+
+        /// summs += m·s as GCC compiles it for llama.cpp's CPU backend (-march=native
+        /// contracts it into one fused multiply-add).
+        inline fn minTerm(m: f16, s: f16, sum: f32) f32 {
+            return @mulAdd(f32, m, s, sum);
         }
 
         /// The 64 codes of a block pair in element order (block 0 then block 1). For
@@ -465,9 +498,6 @@ const nibble_order = blk: {
     }
     break :blk mask;
 };
-
-/// Lanes 0..7 from element 0 of a 2-vector, 8..15 from element 1.
-const half_broadcast = [16]i32{ 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1 };
 
 const iq4nl_table_u8: U8x64 = blk: {
     var t: [64]u8 = undefined;
