@@ -48,4 +48,6 @@ comptime {
 test {
     std.testing.refAllDecls(@This());
     _ = @import("hot_path_test.zig");
+    _ = @import("quant_act.zig");
+    _ = @import("quant_legacy.zig");
 }
