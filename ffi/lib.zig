@@ -43,4 +43,5 @@ comptime {
 test {
     std.testing.refAllDecls(@This());
     _ = @import("hot_path_test.zig");
+    _ = @import("quant_k_test.zig");
 }
