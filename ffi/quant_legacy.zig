@@ -395,10 +395,10 @@ fn Legacy(comptime kind: Kind) type {
             return out;
         }
 
-        /// summs += m·s as GCC compiles it for llama.cpp's CPU backend (-march=native
-        /// contracts it into one fused multiply-add).
+        /// summs += m·s. GCC fuses it for llama.cpp's CPU backend, but the product of
+        /// two f16 values is exact in f32, so the plain multiply-add gives the same bits.
         inline fn minTerm(m: f16, s: f16, sum: f32) f32 {
-            return @mulAdd(f32, m, s, sum);
+            return @as(f32, m) * @as(f32, s) + sum;
         }
 
         /// The 64 codes of a block pair in element order (block 0 then block 1). For
@@ -695,5 +695,83 @@ test "quantizeRowRef round trips within each type's step; NaN/inf input is defin
         x[40] = std.math.inf(f32);
         x[70] = -std.math.inf(f32);
         T.quantizeRowRef(&x, &blocks); // no safety-checked conversion may trip
+    }
+}
+
+const td = @import("quant_testdata.zig");
+
+fn expectGoldenSha(golden: std.json.Value, keys: []const []const u8, bytes: []const u8) !void {
+    const want = try td.goldenString(golden, keys);
+    const got = td.sha256Hex(bytes);
+    if (!std.mem.eql(u8, want, &got)) {
+        std.debug.print("sha256 mismatch at", .{});
+        for (keys) |k| std.debug.print(" {s}", .{k});
+        std.debug.print(": want {s}, got {s}\n", .{ want, &got });
+        return error.TestGoldenMismatch;
+    }
+}
+
+test "real SmolLM2 tensors: Q4_1 dequantization, requantization to every type, activations and dot products equal llama.cpp's bytes" {
+    const allocator = testing.allocator;
+    var golden = try td.readGolden(allocator, "tests/golden/quant_legacy.json");
+    defer golden.deinit();
+    const path = try td.testdataPath(allocator, "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    defer allocator.free(path);
+    var file = td.readGguf(allocator, path) catch |err| {
+        std.debug.print("cannot read {s} (set DOTLLM_TESTDATA): {s}\n", .{ path, @errorName(err) });
+        return err;
+    };
+    defer file.deinit(allocator);
+    for (golden.value.object.get("views").?.array.items) |view| {
+        const name = view.object.get("tensor").?.string;
+        const t = file.find(name) orelse return error.TensorMissing;
+        try testing.expectEqual(Q4_1.ggml_type, t.ggml_type);
+        const n = t.elementCount();
+        const cols: usize = switch (view.object.get("cols").?) {
+            .integer => |c| @intCast(c),
+            else => t.rowLength(),
+        };
+        const rows = n / cols;
+        const nb = cols / qk;
+        var key_buf: [128]u8 = undefined;
+        const key = try std.fmt.bufPrint(&key_buf, "{s}@{d}", .{ name, cols });
+
+        const src: []align(1) const Q4_1.Block = std.mem.bytesAsSlice(Q4_1.Block, try file.data(t, n / qk * @sizeOf(Q4_1.Block)));
+        const x = try allocator.alloc(f32, n);
+        defer allocator.free(x);
+        Q4_1.dequantizeRow(src, x);
+        try expectGoldenSha(golden.value, &.{ "f32", name }, std.mem.sliceAsBytes(x));
+
+        const out = try allocator.alloc(f32, rows);
+        defer allocator.free(out);
+        inline for (all_types) |T| {
+            const q = try allocator.alloc(T.Block, n / qk);
+            defer allocator.free(q);
+            for (0..rows) |r| T.quantizeRowRef(x[r * cols ..][0..cols], q[r * nb ..][0..nb]);
+            try expectGoldenSha(golden.value, &.{ "quant", T.name, name }, std.mem.sliceAsBytes(q));
+
+            var a_buf: [1536 / qk]T.Act.Block = undefined;
+            const a = a_buf[0..nb];
+            T.Act.quantizeRow(x[0..cols], a);
+            try expectGoldenSha(golden.value, &.{ "act", T.Act.name, key }, std.mem.sliceAsBytes(a));
+
+            for (0..rows) |r| out[r] = T.vecDot(q[r * nb ..][0..nb], a);
+            try expectGoldenSha(golden.value, &.{ "dot", T.name, key }, std.mem.sliceAsBytes(out));
+
+            // Every path and the 4-row tile give those bits; the scalar reference is close.
+            var r: usize = 0;
+            while (r + 4 <= rows) : (r += 4) {
+                var tile_rows: [4][]align(1) const T.Block = undefined;
+                for (0..4) |i| tile_rows[i] = q[(r + i) * nb ..][0..nb];
+                const tile = T.vecDotRows(4, tile_rows, a);
+                for (0..4) |i| try testing.expectEqual(out[r + i], tile[i]);
+            }
+            for (0..rows) |i| {
+                const w = q[i * nb ..][0..nb];
+                inline for (available_paths) |p| try testing.expectEqual(out[i], T.vecDotPath(p, w, a));
+                const budget = @as(f64, @floatFromInt(nb + 16)) * std.math.floatEps(f32) * dotMagnitude(T, w, a);
+                try testing.expect(@abs(@as(f64, T.vecDotRef(w, a)) - out[i]) <= budget);
+            }
+        }
     }
 }
