@@ -692,7 +692,7 @@ fn randomBlocks(comptime T: type, rnd: std.Random, blocks: []T.Block) void {
 
 /// Σ_blocks |dw·da|·Σ_j |w_j·a_j| + |m·s|: the magnitude the dot-product error budget
 /// is relative to.
-fn dotMagnitude(comptime T: type, w: []const T.Block, a: []const T.Act.Block) f64 {
+fn dotMagnitude(comptime T: type, w: []align(1) const T.Block, a: []align(1) const T.Act.Block) f64 {
     var wf: [qk]f32 = undefined;
     var total: f64 = 0;
     for (w, a) |wb, ab| {
@@ -730,6 +730,39 @@ test "vecDot equals vecDotRef within rounding on random rows of awkward lengths;
             const rows = [3][]align(1) const T.Block{ w[0][0..nb], w[1][0..nb], w[2][0..nb] };
             const tile = T.vecDotRows(3, rows, a[0..nb]);
             for (0..3) |r| try testing.expectEqual(T.vecDot(w[r][0..nb], a[0..nb]), tile[r]);
+        }
+    }
+}
+
+test "extreme codes and activations: every path and tile size gives the same bits, close to the reference" {
+    inline for (all_types) |T| {
+        var x: [7 * qk]f32 = undefined;
+        for (&x, 0..) |*v, i| v.* = if ((i / 3) % 2 == 0) 1 else -1; // quants ±127
+        var a: [7]T.Act.Block = undefined;
+        T.Act.quantizeRow(&x, &a);
+        var w: [5][7]T.Block = undefined;
+        for (&w, 0..) |*row, r| for (row, 0..) |*b, i| {
+            // All-ones and all-zero codes (the largest and smallest values of each type).
+            @memset(std.mem.asBytes(b), if ((r + i) % 2 == 0) 0xFF else 0x00);
+            b.d = 0.5;
+            if (@hasField(T.Block, "m")) b.m = -0.25;
+        };
+        for ([_]usize{ 1, 2, 6, 7 }) |nb| {
+            var rows: [5][]align(1) const T.Block = undefined;
+            for (0..5) |r| rows[r] = w[r][0..nb];
+            const single = [5]f32{
+                T.vecDot(rows[0], a[0..nb]), T.vecDot(rows[1], a[0..nb]), T.vecDot(rows[2], a[0..nb]),
+                T.vecDot(rows[3], a[0..nb]), T.vecDot(rows[4], a[0..nb]),
+            };
+            inline for (available_paths) |p| {
+                try testing.expectEqual(single, T.vecDotRowsPath(p, 5, rows, a[0..nb]));
+                try testing.expectEqual(single[1..3].*, T.vecDotRowsPath(p, 2, rows[1..3].*, a[0..nb]));
+                try testing.expectEqual(single[0], T.vecDotPath(p, rows[0], a[0..nb]));
+            }
+            for (0..5) |r| {
+                const budget = @as(f64, @floatFromInt(nb + 16)) * std.math.floatEps(f32) * dotMagnitude(T, rows[r], a[0..nb]);
+                try testing.expect(@abs(@as(f64, T.vecDotRef(rows[r], a[0..nb])) - single[r]) <= budget);
+            }
         }
     }
 }
