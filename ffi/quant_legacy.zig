@@ -429,18 +429,23 @@ fn Legacy(comptime kind: Kind) type {
         /// lane still gets llama.cpp's sequence of fused multiply-adds, and the final
         /// reduction gathers each row's 8 lanes back into ggml's order.
         fn rowPairs(comptime path: Path, comptime P: usize, w_rows: [2 * P][]align(1) const Block, a: []align(1) const Act.Block) [2 * P]f32 {
-            const n = a.len;
+            return tile(path, P, 1, w_rows, .{a})[0];
+        }
+
+        /// `rowPairs` for T activation rows at once: each block's weights are unpacked
+        /// once and used for every token. out[t][r] is bit-identical to
+        /// `vecDot(w_rows[r], a_rows[t])`.
+        fn tile(comptime path: Path, comptime P: usize, comptime T: usize, w_rows: [2 * P][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][2 * P]f32 {
+            const n = a_rows[0].len;
             inline for (0..2 * P) |r| std.debug.assert(w_rows[r].len == n);
-            var acc: [P]F32x16 = @splat(@splat(0));
-            var acc_odd: [P]F32x16 = @splat(@splat(0));
-            var summs: [2 * P]f32 = @splat(0);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            var acc: [T][P]F32x16 = @splat(@splat(@splat(0)));
+            var acc_odd: [T][P]F32x16 = @splat(@splat(@splat(0)));
+            var summs: [T][2 * P]f32 = @splat(@splat(0));
             const n_vec = if (kind == .iq4_nl) n & ~@as(usize, 1) else n;
             for (0..n_vec) |b| {
-                const ab = &a[b];
-                const aq: @Vector(32, i8) = ab.qs;
-                const av: I8x64 = @shuffle(i8, aq, undefined, halves_twice);
-                const shared = actShared(path, av);
-                const da: f32 = ab.d;
+                var u: [P]U8x64 = undefined;
+                var dw: [P]@Vector(2, f32) = undefined;
                 inline for (0..P) |p| {
                     const wr = &w_rows[2 * p][b];
                     const ws = &w_rows[2 * p + 1][b];
@@ -448,33 +453,57 @@ fn Legacy(comptime kind: Kind) type {
                         @prefetch(@as([*]const u8, @ptrCast(wr)) + prefetch_bytes, .{ .locality = 2 });
                         @prefetch(@as([*]const u8, @ptrCast(ws)) + prefetch_bytes, .{ .locality = 2 });
                     }
-                    const u = unpackTwoRows(wr, ws);
-                    const lanes: F32x16 = @floatFromInt(pairLanes(path, u, av, shared));
-                    const dw: @Vector(2, f32) = .{ wr.d, ws.d };
-                    const sc: F32x16 = @shuffle(f32, dw * @as(@Vector(2, f32), @splat(da)), undefined, row_pair_broadcast);
-                    if (kind == .iq4_nl and b % 2 == 1) {
-                        acc_odd[p] = @mulAdd(F32x16, sc, lanes, acc_odd[p]);
-                    } else {
-                        acc[p] = @mulAdd(F32x16, sc, lanes, acc[p]);
-                    }
-                    if (has_min) {
-                        summs[2 * p] = minTerm(wr.m, ab.s, summs[2 * p]);
-                        summs[2 * p + 1] = minTerm(ws.m, ab.s, summs[2 * p + 1]);
+                    u[p] = unpackTwoRows(wr, ws);
+                    dw[p] = .{ wr.d, ws.d };
+                }
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    const aq: @Vector(32, i8) = ab.qs;
+                    const av: I8x64 = @shuffle(i8, aq, undefined, halves_twice);
+                    const shared = actShared(path, av);
+                    const da: f32 = ab.d;
+                    inline for (0..P) |p| {
+                        const lanes: F32x16 = @floatFromInt(pairLanes(path, u[p], av, shared));
+                        const sc: F32x16 = @shuffle(f32, dw[p] * @as(@Vector(2, f32), @splat(da)), undefined, row_pair_broadcast);
+                        if (kind == .iq4_nl and b % 2 == 1) {
+                            acc_odd[t][p] = @mulAdd(F32x16, sc, lanes, acc_odd[t][p]);
+                        } else {
+                            acc[t][p] = @mulAdd(F32x16, sc, lanes, acc[t][p]);
+                        }
+                        if (has_min) {
+                            summs[t][2 * p] = minTerm(w_rows[2 * p][b].m, ab.s, summs[t][2 * p]);
+                            summs[t][2 * p + 1] = minTerm(w_rows[2 * p + 1][b].m, ab.s, summs[t][2 * p + 1]);
+                        }
                     }
                 }
             }
-            var out: [2 * P]f32 = undefined;
-            inline for (0..P) |p| {
-                const total = if (kind == .iq4_nl) acc[p] + acc_odd[p] else acc[p];
-                inline for (0..2) |i| {
-                    const r = 2 * p + i;
-                    const lanes8: F32x8 = @shuffle(f32, total, undefined, if (i == 0) first_row_lanes else second_row_lanes);
-                    out[r] = simd.hsum(8, f32, lanes8);
-                    if (has_min) out[r] += summs[r];
-                    if (kind == .iq4_nl and n % 2 == 1) out[r] = iq4nlTail(w_rows[r][n - 1], a[n - 1], out[r]);
+            var out: [T][2 * P]f32 = undefined;
+            inline for (0..T) |t| {
+                inline for (0..P) |p| {
+                    const total = if (kind == .iq4_nl) acc[t][p] + acc_odd[t][p] else acc[t][p];
+                    inline for (0..2) |i| {
+                        const r = 2 * p + i;
+                        const lanes8: F32x8 = @shuffle(f32, total, undefined, if (i == 0) first_row_lanes else second_row_lanes);
+                        var sum = simd.hsum(8, f32, lanes8);
+                        if (has_min) sum += summs[t][r];
+                        if (kind == .iq4_nl and n % 2 == 1) sum = iq4nlTail(w_rows[r][n - 1], a_rows[t][n - 1], sum);
+                        out[t][r] = sum;
+                    }
                 }
             }
             return out;
+        }
+
+        /// R rows × T activation rows (R even): out[t][r] is bit-identical to
+        /// `vecDot(w_rows[r], a_rows[t])`. For prompt processing: each weight block is
+        /// decoded once per tile instead of once per token.
+        pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+            return vecDotTilePath(best_path, R, T, w_rows, a_rows);
+        }
+
+        pub fn vecDotTilePath(comptime path: Path, comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+            comptime std.debug.assert(R % 2 == 0);
+            return tile(path, R / 2, T, w_rows, a_rows);
         }
 
         /// ggml's scalar step for the last block of an odd-length IQ4_NL row.
@@ -730,6 +759,18 @@ test "vecDot equals vecDotRef within rounding on random rows of awkward lengths;
             const rows = [3][]align(1) const T.Block{ w[0][0..nb], w[1][0..nb], w[2][0..nb] };
             const tile = T.vecDotRows(3, rows, a[0..nb]);
             for (0..3) |r| try testing.expectEqual(T.vecDot(w[r][0..nb], a[0..nb]), tile[r]);
+            // A 2-row × 3-token tile: tokens are the activations, itself and reversed-sign copies.
+            var a2: [129]T.Act.Block = undefined;
+            var a3: [129]T.Act.Block = undefined;
+            for (x[0 .. nb * qk]) |*v| v.* = -v.* * 0.5;
+            T.Act.quantizeRow(x[0 .. nb * qk], a2[0..nb]);
+            for (x[0 .. nb * qk], 0..) |*v, i| v.* = @floatFromInt(@as(i32, @intCast(i % 7)) - 3);
+            T.Act.quantizeRow(x[0 .. nb * qk], a3[0..nb]);
+            const acts = [3][]align(1) const T.Act.Block{ a[0..nb], a2[0..nb], a3[0..nb] };
+            inline for (available_paths) |path| {
+                const got = T.vecDotTilePath(path, 2, 3, rows[1..3].*, acts);
+                for (0..3) |t| for (0..2) |r| try testing.expectEqual(T.vecDot(rows[1 + r], acts[t]), got[t][r]);
+            }
         }
     }
 }
