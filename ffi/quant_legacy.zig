@@ -3,20 +3,22 @@
 //! Each type is one namespace with ggml's block layout, its dequantizer and reference
 //! quantizer (bit-exact with ggml-quants.c as llama-quantize runs it: ggml-base is built
 //! for the baseline ISA, so no `a*b + c` is fused there and neither is it here), a scalar
-//! dot product in ggml's generic order (`vecDotRef`) and a SIMD one (`vecDot`, plus the
-//! multi-row tile `vecDotRows`) against the activation format of ggml's `vec_dot_type`
-//! (Q8_0 for Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1; see quant_act.zig).
+//! dot product in ggml's generic order (`vecDotRef`) and SIMD ones against the activation
+//! format of ggml's `vec_dot_type` (Q8_0 for Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1; see
+//! quant_act.zig): `vecDot` (one row), `vecDotRows` (R rows, the GEMV tile) and
+//! `vecDotTile` (R rows × T tokens, for prompt processing).
 //!
-//! The SIMD dot products compute, per pair of blocks, 16 exact int32 lanes (lane g of a
-//! block = Σ of 4 consecutive products, the `vpdpbusd` layout) and then run exactly the
-//! float operations of llama.cpp's x86 kernels (ggml-cpu/arch/x86/quants.c, AVX2 branch,
-//! which AVX-512 builds also take): per block one fused multiply-add of the lanes by
-//! dw·da into an 8-lane accumulator (IQ4_NL: two, even and odd blocks, plus a scalar
-//! last block), the Q4_1/Q5_1 min terms in a fused scalar chain, and ggml's
-//! `hsum_float_8` tree. So `vecDot` returns llama.cpp's bits on every path (AVX-512
-//! VNNI, AVX2, generic `@Vector`: same integer lanes, same float operations), and a
-//! row's result never depends on the tile size or on the thread computing it.
-//! `vecDotRef` is ggml's generic scalar order instead (different rounding).
+//! The SIMD dot products compute 16 exact int32 lanes per 64-byte vector (lane g of a
+//! block = Σ of 4 consecutive products, the `vpdpbusd` layout; `vecDot` packs two blocks
+//! of a row per vector, the tiles one block of two rows) and then run exactly the float
+//! operations of llama.cpp's x86 kernels (ggml-cpu/arch/x86/quants.c, AVX2 branch, which
+//! AVX-512 builds also take): per block one fused multiply-add of the lanes by dw·da into
+//! an 8-lane accumulator (IQ4_NL: two, even and odd blocks, plus a scalar last block),
+//! the Q4_1/Q5_1 min terms in a scalar chain, and ggml's `hsum_float_8` tree. So every
+//! entry point returns llama.cpp's `ggml_vec_dot_*` bits on every path (AVX-512 VNNI,
+//! AVX2, generic `@Vector`: same integer lanes, same float operations), whatever the tile
+//! and whichever thread computes it. `vecDotRef` is ggml's generic scalar order instead
+//! (different rounding; the tests bound the difference).
 const std = @import("std");
 const builtin = @import("builtin");
 const simd = @import("simd.zig");
