@@ -519,6 +519,35 @@ inline fn chunkDot(comptime path: Path, acc: I32x16, u: U8x64, s: I8x64, scale: 
     }
 }
 
+/// Half a chunk (32 elements) into 8 i32 lanes, lane k = elements 4k..4k+3: the same
+/// sums as lanes 0-7 (first half) or 8-15 (second half) of chunkDot, in 256-bit registers
+/// (cheaper than 512-bit ones where the data comes in 32-byte halves, as Q4_K's nibbles do).
+inline fn halfDot(comptime path: Path, acc: I32x8, u: U8x32, s: I8x32, scale: I16x16) I32x8 {
+    switch (path) {
+        .avx512vnni => {
+            const p = maddubs256(u, s);
+            return asm ("vpdpwssd %[sc], %[p], %[acc]"
+                : [acc] "=v" (-> I32x8),
+                : [_] "0" (acc),
+                  [p] "v" (p),
+                  [sc] "v" (scale),
+            );
+        },
+        .avx2 => return acc + maddwd256(maddubs256(u, s), scale),
+        .generic => {
+            const prod = @as(@Vector(32, i16), u) * @as(@Vector(32, i16), s);
+            const p = @shuffle(i16, prod, undefined, evenMask(32)) + @shuffle(i16, prod, undefined, oddMask(32));
+            const q = @as(I32x8, @shuffle(i16, p, undefined, evenMask(16))) * @as(I32x8, @shuffle(i16, scale, undefined, evenMask(16))) +
+                @as(I32x8, @shuffle(i16, p, undefined, oddMask(16))) * @as(I32x8, @shuffle(i16, scale, undefined, oddMask(16)));
+            return acc + q;
+        },
+    }
+}
+
+inline fn actHalf(a: *align(1) const Q8_K.Block, h: usize) I8x32 {
+    return @as(*align(1) const [32]i8, @ptrCast(a.qs[32 * h ..][0..32])).*;
+}
+
 /// i16 lane k of chunk c gets scales[(64c + 2k) / group] (group = elements per scale).
 fn scaleMask(comptime groups: usize, comptime group: usize, comptime c: usize) [32]i32 {
     @setEvalBranchQuota(10_000);
@@ -538,6 +567,37 @@ inline fn actChunk(a: *align(1) const Q8_K.Block, c: usize) I8x64 {
 inline fn f16f(h: f16) f32 {
     return h; // exact, the same value as fp16ToFp32 for every non-NaN input
 }
+
+/// Lane of element e (0..255) in chunkDot's i32 layout: 4 consecutive elements of each 64.
+inline fn laneOf(e: usize) usize {
+    return (e % 64) / 4;
+}
+
+/// Σ pairs(a·b) of 16 i16 into 8 i32 lanes (exact): vpmaddwd on x86.
+inline fn maddwd16(comptime path: Path, a: I16x16, b: I16x16) I32x8 {
+    if (path == .generic) {
+        const prod = @as(@Vector(16, i32), a) * @as(@Vector(16, i32), b);
+        return @shuffle(i32, prod, undefined, evenMask(16)) + @shuffle(i32, prod, undefined, oddMask(16));
+    }
+    return maddwd256(a, b);
+}
+
+/// A row's float accumulation, shared by vecDotRef and every SIMD path so that they round
+/// identically: per super-block, 16 lanes of d·(exact i32 lane sums) and 8 lanes of
+/// dsub·(exact i32 correction sums); at the end simd.hsum's fixed trees, main − sub.
+const DotAcc = struct {
+    v: @Vector(16, f32) = @splat(0),
+    s: @Vector(8, f32) = @splat(0),
+
+    inline fn add(self: *DotAcc, lanes: I32x16, d: f32, sub: I32x8, dsub: f32) void {
+        self.v += @as(@Vector(16, f32), @splat(d)) * @as(@Vector(16, f32), @floatFromInt(lanes));
+        self.s += @as(@Vector(8, f32), @splat(dsub)) * @as(@Vector(8, f32), @floatFromInt(sub));
+    }
+
+    inline fn result(self: DotAcc) f32 {
+        return simd.hsum(16, f32, self.v) - simd.hsum(8, f32, self.s);
+    }
+};
 
 // ---------------------------------------------------------------------------
 // Q4_K
@@ -591,24 +651,21 @@ pub const Q4_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: DotAcc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            var summs: i32 = 0;
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
             for (0..8) |j| {
                 const sc, const m = getScaleMinK4(j, &b.scales);
-                summs += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
-                var s: i32 = 0;
+                sub[j] = @as(i32, m) * ab.bsums[2 * j] + @as(i32, m) * ab.bsums[2 * j + 1];
                 for (0..32) |l| {
-                    const byte = b.qs[32 * (j / 2) + l];
-                    const q: i32 = if (j % 2 == 0) byte & 0xF else byte >> 4;
-                    s += q * ab.qs[32 * j + l];
+                    const e = 32 * j + l;
+                    lanes[laneOf(e)] += @as(i32, sc) * @as(i32, (if (j % 2 == 0) b.qs[32 * (j / 2) + l] & 0xF else b.qs[32 * (j / 2) + l] >> 4)) * ab.qs[e];
                 }
-                isum += @as(i32, sc) * s;
             }
-            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+            acc.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -617,32 +674,24 @@ pub const Q4_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var dot: DotAcc = .{};
         for (w, a) |*b, *ab| {
             const sm = unpackScalesMinsK4(&b.scales);
             const sc16: @Vector(8, i16) = sm[0];
-            const bs: @Vector(16, i32) = @as(@Vector(16, i16), ab.bsums);
-            const m32: @Vector(16, i32) = @as(@Vector(16, i16), @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 }));
-            const summs = @reduce(.Add, bs * m32);
-            var acc: I32x16 = @splat(0);
+            const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
+            const sub = maddwd16(path, ab.bsums, m16);
+            var acc_lo: I32x8 = @splat(0);
+            var acc_hi: I32x8 = @splat(0);
             inline for (0..4) |c| {
                 const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-                const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4));
-                const scale = @shuffle(i16, @as(@Vector(8, i16), sc16), undefined, scaleMask(8, 32, c));
-                acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
+                acc_lo = halfDot(path, acc_lo, q & @as(U8x32, @splat(0xF)), actHalf(ab, 2 * c), @splat(sc16[2 * c]));
+                acc_hi = halfDot(path, acc_hi, q >> @splat(4), actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
             }
-            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+            dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return dot.result();
     }
 };
-
-/// d·isum − dmin·summs with d = a_d·w_d, dmin = a_d·w_dmin (one super-block).
-inline fn combine2(ad: f32, wd: f16, wdmin: f16, isum: i32, summs: i32) f32 {
-    const d = ad * f16f(wd);
-    const dmin = ad * f16f(wdmin);
-    return d * fi(isum) - dmin * fi(summs);
-}
 
 /// The 8 scales and 8 mins of a Q4_K/Q5_K block (ggml's kmask unpacking).
 inline fn unpackScalesMinsK4(scales: *const [12]u8) struct { @Vector(8, u8), @Vector(8, u8) } {
@@ -742,20 +791,16 @@ pub const Q6_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: DotAcc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            for (0..16) |g| {
-                var s: i32 = 0;
-                for (0..16) |l| {
-                    const e = 16 * g + l;
-                    s += (@as(i32, level(b, e)) - 32) * ab.qs[e];
-                }
-                isum += @as(i32, b.scales[g]) * s;
-            }
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
+            for (0..8) |k| sub[k] = @as(i32, b.scales[2 * k]) * ab.bsums[2 * k] + @as(i32, b.scales[2 * k + 1]) * ab.bsums[2 * k + 1];
+            for (0..qk_k) |e| lanes[laneOf(e)] += @as(i32, b.scales[e / 16]) * @as(i32, level(b, e)) * ab.qs[e];
+            const d = ab.d * f16f(b.d);
+            acc.add(lanes, d, sub, d * 32);
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -764,12 +809,12 @@ pub const Q6_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var dot: DotAcc = .{};
         for (w, a) |*b, *ab| {
             const sc8: @Vector(16, i8) = b.scales;
             const sc16: @Vector(16, i16) = sc8;
             // (u − 32)·a = u·a − 32·a: the −32 part through the 16-element bsums.
-            const corr = @reduce(.Add, @as(@Vector(16, i32), sc16) * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
+            const sub = maddwd16(path, ab.bsums, sc16);
             var acc: I32x16 = @splat(0);
             inline for (0..2) |h| {
                 const ql: U8x64 = loadBytes(64, b.ql[64 * h ..][0..64]);
@@ -781,10 +826,10 @@ pub const Q6_K = struct {
                 acc = chunkDot(path, acc, u_lo, actChunk(ab, 2 * h), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h)));
                 acc = chunkDot(path, acc, u_hi, actChunk(ab, 2 * h + 1), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h + 1)));
             }
-            const isum = @reduce(.Add, acc) - 32 * corr;
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+            const d = ab.d * f16f(b.d);
+            dot.add(acc, d, sub, d * 32);
         }
-        return sumf;
+        return dot.result();
     }
 };
 
@@ -863,20 +908,21 @@ pub const Q5_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: DotAcc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            var summs: i32 = 0;
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
             for (0..8) |j| {
                 const sc, const m = getScaleMinK4(j, &b.scales);
-                summs += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
-                var s: i32 = 0;
-                for (0..32) |l| s += @as(i32, level(b, 32 * j + l)) * ab.qs[32 * j + l];
-                isum += @as(i32, sc) * s;
+                sub[j] = @as(i32, m) * ab.bsums[2 * j] + @as(i32, m) * ab.bsums[2 * j + 1];
+                for (0..32) |l| {
+                    const e = 32 * j + l;
+                    lanes[laneOf(e)] += @as(i32, sc) * @as(i32, level(b, e)) * ab.qs[e];
+                }
             }
-            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+            acc.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -885,26 +931,26 @@ pub const Q5_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var dot: DotAcc = .{};
         for (w, a) |*b, *ab| {
             const sm = unpackScalesMinsK4(&b.scales);
             const sc16: @Vector(8, i16) = sm[0];
-            const bs: @Vector(16, i32) = @as(@Vector(16, i16), ab.bsums);
-            const m32: @Vector(16, i32) = @as(@Vector(16, i16), @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 }));
-            const summs = @reduce(.Add, bs * m32);
+            const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
+            const sub = maddwd16(path, ab.bsums, m16);
             const qh: U8x32 = loadBytes(32, &b.qh);
-            const qh64 = concat(u8, 32, qh, qh >> @splat(1));
-            var acc: I32x16 = @splat(0);
+            var acc_lo: I32x8 = @splat(0);
+            var acc_hi: I32x8 = @splat(0);
+            const one: U8x32 = @splat(1);
             inline for (0..4) |c| {
                 const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-                const high = ((qh64 >> @splat(2 * c)) & @as(U8x64, @splat(1))) << @splat(4);
-                const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4)) | high;
-                const scale = @shuffle(i16, sc16, undefined, scaleMask(8, 32, c));
-                acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
+                const u_lo = (q & @as(U8x32, @splat(0xF))) | (((qh >> @splat(2 * c)) & one) << @splat(4));
+                const u_hi = (q >> @splat(4)) | (((qh >> @splat(2 * c + 1)) & one) << @splat(4));
+                acc_lo = halfDot(path, acc_lo, u_lo, actHalf(ab, 2 * c), @splat(sc16[2 * c]));
+                acc_hi = halfDot(path, acc_hi, u_hi, actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
             }
-            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+            dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return dot.result();
     }
 };
 
@@ -1023,18 +1069,17 @@ pub const Q3_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: DotAcc = .{};
         for (w, a) |*b, *ab| {
             const sc = unpackScales(&b.scales);
-            var isum: i32 = 0;
-            for (0..16) |g| {
-                var s: i32 = 0;
-                for (0..16) |l| s += (@as(i32, level(b, 16 * g + l)) - 4) * ab.qs[16 * g + l];
-                isum += (@as(i32, sc[g]) - 32) * s;
-            }
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
+            for (0..8) |k| sub[k] = (@as(i32, sc[2 * k]) - 32) * ab.bsums[2 * k] + (@as(i32, sc[2 * k + 1]) - 32) * ab.bsums[2 * k + 1];
+            for (0..qk_k) |e| lanes[laneOf(e)] += (@as(i32, sc[e / 16]) - 32) * @as(i32, level(b, e)) * ab.qs[e];
+            const d = ab.d * f16f(b.d);
+            acc.add(lanes, d, sub, d * 4);
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -1043,12 +1088,12 @@ pub const Q3_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var dot: DotAcc = .{};
         for (w, a) |*b, *ab| {
             const sc8: @Vector(16, u8) = unpackScales(&b.scales);
             const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
             // (u − 4)·a = u·a − 4·a: the −4 part through the bsums.
-            const corr = @reduce(.Add, @as(@Vector(16, i32), sc16) * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
+            const sub = maddwd16(path, ab.bsums, sc16);
             const hm: U8x32 = loadBytes(32, &b.hmask);
             var acc: I32x16 = @splat(0);
             inline for (0..2) |h| {
@@ -1063,10 +1108,10 @@ pub const Q3_K = struct {
                     acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
                 }
             }
-            const isum = @reduce(.Add, acc) - 4 * corr;
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+            const d = ab.d * f16f(b.d);
+            dot.add(acc, d, sub, d * 4);
         }
-        return sumf;
+        return dot.result();
     }
 };
 
@@ -1171,19 +1216,15 @@ pub const Q2_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: DotAcc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            var summs: i32 = 0;
-            for (0..16) |g| {
-                summs += @as(i32, ab.bsums[g]) * (b.scales[g] >> 4);
-                var s: i32 = 0;
-                for (0..16) |l| s += @as(i32, level(b, 16 * g + l)) * ab.qs[16 * g + l];
-                isum += @as(i32, b.scales[g] & 0xF) * s;
-            }
-            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
+            for (0..8) |k| sub[k] = @as(i32, b.scales[2 * k] >> 4) * ab.bsums[2 * k] + @as(i32, b.scales[2 * k + 1] >> 4) * ab.bsums[2 * k + 1];
+            for (0..qk_k) |e| lanes[laneOf(e)] += @as(i32, b.scales[e / 16] & 0xF) * @as(i32, level(b, e)) * ab.qs[e];
+            acc.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -1192,12 +1233,12 @@ pub const Q2_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var dot: DotAcc = .{};
         for (w, a) |*b, *ab| {
             const scv: @Vector(16, u8) = b.scales;
             const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
-            const mn: @Vector(16, i32) = scv >> @splat(4);
-            const summs = @reduce(.Add, mn * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
+            const mn: @Vector(16, i16) = scv >> @splat(4);
+            const sub = maddwd16(path, ab.bsums, mn);
             var acc: I32x16 = @splat(0);
             inline for (0..2) |h| {
                 const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
@@ -1208,9 +1249,9 @@ pub const Q2_K = struct {
                     acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
                 }
             }
-            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+            dot.add(acc, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return dot.result();
     }
 };
 
@@ -1350,17 +1391,13 @@ pub const IQ4_XS = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: DotAcc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            for (0..8) |ib| {
-                var s: i32 = 0;
-                for (0..32) |j| s += @as(i32, kvalues_iq4nl[index(b, 32 * ib + j)]) * ab.qs[32 * ib + j];
-                isum += scale(b, ib) * s;
-            }
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+            var lanes: [16]i32 = @splat(0);
+            for (0..qk_k) |e| lanes[laneOf(e)] += scale(b, e / 32) * @as(i32, kvalues_iq4nl[index(b, e)]) * ab.qs[e];
+            acc.add(lanes, ab.d * f16f(b.d), @splat(0), 0);
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -1371,7 +1408,7 @@ pub const IQ4_XS = struct {
         std.debug.assert(w.len == a.len);
         const kv: @Vector(16, i8) = kvalues_iq4nl;
         const kv_abs: @Vector(16, u8) = @abs(kv);
-        var sumf: f32 = 0;
+        var dot: DotAcc = .{};
         for (w, a) |*b, *ab| {
             var sc: [8]i16 = undefined;
             inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
@@ -1391,9 +1428,9 @@ pub const IQ4_XS = struct {
                 const s = @select(i8, neg == @as(U8x64, @splat(1)), -%act, act);
                 acc = chunkDot(path, acc, wabs, s, @shuffle(i16, sc16, undefined, scaleMask(8, 32, c)));
             }
-            sumf += (ab.d * f16f(b.d)) * fi(@reduce(.Add, acc));
+            dot.add(acc, ab.d * f16f(b.d), @splat(0), 0);
         }
-        return sumf;
+        return dot.result();
     }
 };
 
