@@ -568,6 +568,18 @@ inline fn f16f(h: f16) f32 {
     return h; // exact, the same value as fp16ToFp32 for every non-NaN input
 }
 
+/// The row loop shared by every type's vecDotPath and vecDotRows.
+inline fn rowsDot(comptime T: type, comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
+    var dots: [R]DotAcc = @splat(.{});
+    inline for (0..R) |r| std.debug.assert(w_rows[r].len == a.len);
+    for (a, 0..) |*ab, j| {
+        inline for (0..R) |r| T.blockDot(path, &w_rows[r][j], ab, &dots[r]);
+    }
+    var out: [R]f32 = undefined;
+    inline for (0..R) |r| out[r] = dots[r].result();
+    return out;
+}
+
 /// Lane of element e (0..255) in chunkDot's i32 layout: 4 consecutive elements of each 64.
 inline fn laneOf(e: usize) usize {
     return (e % 64) / 4;
@@ -674,22 +686,29 @@ pub const Q4_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var dot: DotAcc = .{};
-        for (w, a) |*b, *ab| {
-            const sm = unpackScalesMinsK4(&b.scales);
-            const sc16: @Vector(8, i16) = sm[0];
-            const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
-            const sub = maddwd16(path, ab.bsums, m16);
-            var acc: I32x16 = @splat(0);
-            inline for (0..4) |c| {
-                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-                const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4));
-                const scale = @shuffle(i16, sc16, undefined, scaleMask(8, 32, c));
-                acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
-            }
-            dot.add(acc, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+        const sm = unpackScalesMinsK4(&b.scales);
+        const sc16: @Vector(8, i16) = sm[0];
+        const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
+        const sub = maddwd16(path, ab.bsums, m16);
+        var acc: I32x16 = @splat(0);
+        inline for (0..4) |c| {
+            const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+            const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4));
+            const scale = @shuffle(i16, sc16, undefined, scaleMask(8, 32, c));
+            acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
         }
-        return dot.result();
+        dot.add(acc, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
 
@@ -809,27 +828,34 @@ pub const Q6_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var dot: DotAcc = .{};
-        for (w, a) |*b, *ab| {
-            const sc8: @Vector(16, i8) = b.scales;
-            const sc16: @Vector(16, i16) = sc8;
-            // (u − 32)·a = u·a − 32·a: the −32 part through the 16-element bsums.
-            const sub = maddwd16(path, ab.bsums, sc16);
-            var acc: I32x16 = @splat(0);
-            inline for (0..2) |h| {
-                const ql: U8x64 = loadBytes(64, b.ql[64 * h ..][0..64]);
-                const qh: U8x32 = loadBytes(32, b.qh[32 * h ..][0..32]);
-                const qh64 = concat(u8, 32, qh, qh >> @splat(2));
-                const three: U8x64 = @splat(3);
-                const u_lo = (ql & @as(U8x64, @splat(0xF))) | ((qh64 & three) << @splat(4));
-                const u_hi = (ql >> @splat(4)) | (((qh64 >> @splat(4)) & three) << @splat(4));
-                acc = chunkDot(path, acc, u_lo, actChunk(ab, 2 * h), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h)));
-                acc = chunkDot(path, acc, u_hi, actChunk(ab, 2 * h + 1), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h + 1)));
-            }
-            const d = ab.d * f16f(b.d);
-            dot.add(acc, d, sub, d * 32);
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+        const sc8: @Vector(16, i8) = b.scales;
+        const sc16: @Vector(16, i16) = sc8;
+        // (u − 32)·a = u·a − 32·a: the −32 part through the 16-element bsums.
+        const sub = maddwd16(path, ab.bsums, sc16);
+        var acc: I32x16 = @splat(0);
+        inline for (0..2) |h| {
+            const ql: U8x64 = loadBytes(64, b.ql[64 * h ..][0..64]);
+            const qh: U8x32 = loadBytes(32, b.qh[32 * h ..][0..32]);
+            const qh64 = concat(u8, 32, qh, qh >> @splat(2));
+            const three: U8x64 = @splat(3);
+            const u_lo = (ql & @as(U8x64, @splat(0xF))) | ((qh64 & three) << @splat(4));
+            const u_hi = (ql >> @splat(4)) | (((qh64 >> @splat(4)) & three) << @splat(4));
+            acc = chunkDot(path, acc, u_lo, actChunk(ab, 2 * h), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h)));
+            acc = chunkDot(path, acc, u_hi, actChunk(ab, 2 * h + 1), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h + 1)));
         }
-        return dot.result();
+        const d = ab.d * f16f(b.d);
+        dot.add(acc, d, sub, d * 32);
     }
 };
 
@@ -931,26 +957,33 @@ pub const Q5_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var dot: DotAcc = .{};
-        for (w, a) |*b, *ab| {
-            const sm = unpackScalesMinsK4(&b.scales);
-            const sc16: @Vector(8, i16) = sm[0];
-            const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
-            const sub = maddwd16(path, ab.bsums, m16);
-            const qh: U8x32 = loadBytes(32, &b.qh);
-            var acc_lo: I32x8 = @splat(0);
-            var acc_hi: I32x8 = @splat(0);
-            const one: U8x32 = @splat(1);
-            inline for (0..4) |c| {
-                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-                const u_lo = (q & @as(U8x32, @splat(0xF))) | (((qh >> @splat(2 * c)) & one) << @splat(4));
-                const u_hi = (q >> @splat(4)) | (((qh >> @splat(2 * c + 1)) & one) << @splat(4));
-                acc_lo = halfDot(path, acc_lo, u_lo, actHalf(ab, 2 * c), @splat(sc16[2 * c]));
-                acc_hi = halfDot(path, acc_hi, u_hi, actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
-            }
-            dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+        const sm = unpackScalesMinsK4(&b.scales);
+        const sc16: @Vector(8, i16) = sm[0];
+        const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
+        const sub = maddwd16(path, ab.bsums, m16);
+        const qh: U8x32 = loadBytes(32, &b.qh);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
+        const one: U8x32 = @splat(1);
+        inline for (0..4) |c| {
+            const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+            const u_lo = (q & @as(U8x32, @splat(0xF))) | (((qh >> @splat(2 * c)) & one) << @splat(4));
+            const u_hi = (q >> @splat(4)) | (((qh >> @splat(2 * c + 1)) & one) << @splat(4));
+            acc_lo = halfDot(path, acc_lo, u_lo, actHalf(ab, 2 * c), @splat(sc16[2 * c]));
+            acc_hi = halfDot(path, acc_hi, u_hi, actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
         }
-        return dot.result();
+        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
 
@@ -1088,30 +1121,37 @@ pub const Q3_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var dot: DotAcc = .{};
-        for (w, a) |*b, *ab| {
-            const sc8: @Vector(16, u8) = unpackScales(&b.scales);
-            const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
-            // (u − 4)·a = u·a − 4·a: the −4 part through the bsums.
-            const sub = maddwd16(path, ab.bsums, sc16);
-            const hm: U8x32 = loadBytes(32, &b.hmask);
-            var acc: I32x16 = @splat(0);
-            inline for (0..2) |h| {
-                const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
-                inline for (0..2) |p| {
-                    const s0 = 4 * p; // bit shift of the first 32 elements of this chunk
-                    const low = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
-                    const bit0 = 4 * h + 2 * p;
-                    const hb = concat(u8, 32, (hm >> @splat(bit0)) & @as(U8x32, @splat(1)), (hm >> @splat(bit0 + 1)) & @as(U8x32, @splat(1)));
-                    const u = low | (hb << @splat(2));
-                    const c = 2 * h + p;
-                    acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
-                }
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+        const sc8: @Vector(16, u8) = unpackScales(&b.scales);
+        const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
+        // (u − 4)·a = u·a − 4·a: the −4 part through the bsums.
+        const sub = maddwd16(path, ab.bsums, sc16);
+        const hm: U8x32 = loadBytes(32, &b.hmask);
+        var acc: I32x16 = @splat(0);
+        inline for (0..2) |h| {
+            const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
+            inline for (0..2) |p| {
+                const s0 = 4 * p; // bit shift of the first 32 elements of this chunk
+                const low = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
+                const bit0 = 4 * h + 2 * p;
+                const hb = concat(u8, 32, (hm >> @splat(bit0)) & @as(U8x32, @splat(1)), (hm >> @splat(bit0 + 1)) & @as(U8x32, @splat(1)));
+                const u = low | (hb << @splat(2));
+                const c = 2 * h + p;
+                acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
             }
-            const d = ab.d * f16f(b.d);
-            dot.add(acc, d, sub, d * 4);
         }
-        return dot.result();
+        const d = ab.d * f16f(b.d);
+        dot.add(acc, d, sub, d * 4);
     }
 };
 
@@ -1233,25 +1273,32 @@ pub const Q2_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var dot: DotAcc = .{};
-        for (w, a) |*b, *ab| {
-            const scv: @Vector(16, u8) = b.scales;
-            const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
-            const mn: @Vector(16, i16) = scv >> @splat(4);
-            const sub = maddwd16(path, ab.bsums, mn);
-            var acc: I32x16 = @splat(0);
-            inline for (0..2) |h| {
-                const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
-                inline for (0..2) |p| {
-                    const s0 = 4 * p;
-                    const u = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
-                    const c = 2 * h + p;
-                    acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
-                }
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+        const scv: @Vector(16, u8) = b.scales;
+        const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
+        const mn: @Vector(16, i16) = scv >> @splat(4);
+        const sub = maddwd16(path, ab.bsums, mn);
+        var acc: I32x16 = @splat(0);
+        inline for (0..2) |h| {
+            const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
+            inline for (0..2) |p| {
+                const s0 = 4 * p;
+                const u = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
+                const c = 2 * h + p;
+                acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
             }
-            dot.add(acc, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return dot.result();
+        dot.add(acc, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
 
@@ -1406,31 +1453,38 @@ pub const IQ4_XS = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
         const kv: @Vector(16, i8) = kvalues_iq4nl;
         const kv_abs: @Vector(16, u8) = @abs(kv);
-        var dot: DotAcc = .{};
-        for (w, a) |*b, *ab| {
-            var sc: [8]i16 = undefined;
-            inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
-            const sc16: @Vector(8, i16) = sc;
-            var acc: I32x16 = @splat(0);
-            inline for (0..4) |c| {
-                // Two sub-blocks: bytes 16(2c)..16(2c+2) hold their 64 indices.
-                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-                const qlo = q & @as(U8x32, @splat(0xf));
-                const qhi = q >> @splat(4);
-                // Element order of the chunk: sub-block 2c: lo[0..16], hi[0..16]; 2c+1: lo[16..32], hi[16..32].
-                const idx = @shuffle(u8, qlo, qhi, iq4Order());
-                // |w|·(a with w's sign): pairs stay below 2^15 (127·127·2).
-                const wabs = lookup16(path, kv_abs, idx);
-                const neg = lookup16(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
-                const act = actChunk(ab, c);
-                const s = @select(i8, neg == @as(U8x64, @splat(1)), -%act, act);
-                acc = chunkDot(path, acc, wabs, s, @shuffle(i16, sc16, undefined, scaleMask(8, 32, c)));
-            }
-            dot.add(acc, ab.d * f16f(b.d), @splat(0), 0);
+        var sc: [8]i16 = undefined;
+        inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
+        const sc16: @Vector(8, i16) = sc;
+        var acc: I32x16 = @splat(0);
+        inline for (0..4) |c| {
+            // Two sub-blocks: bytes 16(2c)..16(2c+2) hold their 64 indices.
+            const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+            const qlo = q & @as(U8x32, @splat(0xf));
+            const qhi = q >> @splat(4);
+            // Element order of the chunk: sub-block 2c: lo[0..16], hi[0..16]; 2c+1: lo[16..32], hi[16..32].
+            const idx = @shuffle(u8, qlo, qhi, iq4Order());
+            // |w|·(a with w's sign): pairs stay below 2^15 (127·127·2).
+            const wabs = lookup16(path, kv_abs, idx);
+            const neg = lookup16(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
+            const act = actChunk(ab, c);
+            const s = @select(i8, neg == @as(U8x64, @splat(1)), -%act, act);
+            acc = chunkDot(path, acc, wabs, s, @shuffle(i16, sc16, undefined, scaleMask(8, 32, c)));
         }
-        return dot.result();
+        dot.add(acc, ab.d * f16f(b.d), @splat(0), 0);
     }
 };
 

@@ -147,6 +147,14 @@ fn checkVecDot(comptime T: type) !void {
                 return error.TestUnexpectedResult;
             }
         }
+        // Multi-row tiles: each output bit-identical to its own vecDot.
+        const four = T.vecDotRows(4, .{ w[nb / 2 ..], w[0 .. nb / 2], w[2 .. 2 + nb / 2], w[1 .. 1 + nb / 2] }, a[nb / 2 ..]);
+        for (four, [4]usize{ nb / 2, 0, 2, 1 }) |got, start| {
+            try testing.expectEqual(@as(u32, @bitCast(T.vecDot(w[start..][0 .. nb / 2], a[nb / 2 ..]))), @as(u32, @bitCast(got)));
+        }
+        const tiles = T.vecDotRows(2, .{ w[0 .. nb / 2], w[nb / 2 ..] }, a[0 .. nb / 2]);
+        try testing.expectEqual(@as(u32, @bitCast(T.vecDot(w[0 .. nb / 2], a[0 .. nb / 2]))), @as(u32, @bitCast(tiles[0])));
+        try testing.expectEqual(@as(u32, @bitCast(T.vecDot(w[nb / 2 ..], a[0 .. nb / 2]))), @as(u32, @bitCast(tiles[1])));
         // The reference means Σ w·a of the dequantized rows (f64 sum; budget relative to Σ|w·a|).
         T.dequantizeRow(&w, &wf);
         qk.Q8_K.dequantizeRow(&a, &af);
