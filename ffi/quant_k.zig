@@ -428,19 +428,19 @@ const I16x16 = @Vector(16, i16);
 const I32x8 = @Vector(8, i32);
 
 fn lowHalfMask(comptime n: usize) [n / 2]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [n / 2]i32 = undefined;
     for (0..n / 2) |i| m[i] = @intCast(i);
     return m;
 }
 fn highHalfMask(comptime n: usize) [n / 2]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [n / 2]i32 = undefined;
     for (0..n / 2) |i| m[i] = @intCast(n / 2 + i);
     return m;
 }
 fn concatMask(comptime n: usize) [2 * n]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [2 * n]i32 = undefined;
     for (0..n) |i| {
         m[i] = @intCast(i);
@@ -449,13 +449,13 @@ fn concatMask(comptime n: usize) [2 * n]i32 {
     return m;
 }
 fn evenMask(comptime n: usize) [n / 2]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [n / 2]i32 = undefined;
     for (0..n / 2) |i| m[i] = @intCast(2 * i);
     return m;
 }
 fn oddMask(comptime n: usize) [n / 2]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [n / 2]i32 = undefined;
     for (0..n / 2) |i| m[i] = @intCast(2 * i + 1);
     return m;
@@ -550,7 +550,7 @@ inline fn actHalf(a: *align(1) const Q8_K.Block, h: usize) I8x32 {
 
 /// i16 lane k of chunk c gets scales[(64c + 2k) / group] (group = elements per scale).
 fn scaleMask(comptime groups: usize, comptime group: usize, comptime c: usize) [32]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [32]i32 = undefined;
     for (0..32) |k| m[k] = @intCast(((64 * c + 2 * k) / group) % groups);
     return m;
@@ -1489,7 +1489,7 @@ pub const IQ4_XS = struct {
 };
 
 fn iq4Order() [64]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [64]i32 = undefined;
     for (0..16) |j| {
         m[j] = @intCast(j); // sub-block 2c, elements 0..15: low nibbles of bytes 0..15
