@@ -568,9 +568,56 @@ inline fn f16f(h: f16) f32 {
     return h; // exact, the same value as fp16ToFp32 for every non-NaN input
 }
 
+/// llama.cpp's x86 float order for Q4_K (`scalar_min` false) and Q5_K (true), as its
+/// AVX2 ggml_vec_dot_q{4,5}_K_q8_K runs it: per super-block acc += d·(8 i32 lanes) with
+/// FMA, the mins either as 4 more FMA lanes (Q4_K) or as a scalar Σ dmin·summs (Q5_K);
+/// at the end hsum(acc) (+ hsum(acc_m)) + summs. The 8 lanes are chunkDot's 16 folded
+/// (lane k + lane k+8), the mins lanes pairs of maddwd16's 8.
+fn GgmlMinAcc(comptime scalar_min: bool) type {
+    return struct {
+        acc: @Vector(8, f32) = @splat(0),
+        acc_m: @Vector(4, f32) = @splat(0),
+        summs: f32 = 0,
+
+        inline fn add(self: *@This(), lanes: I32x16, d: f32, sub: I32x8, dmin: f32) void {
+            const l8 = lo(i32, 16, lanes) + hi(i32, 16, lanes);
+            self.acc = @mulAdd(@Vector(8, f32), @splat(d), @floatFromInt(l8), self.acc);
+            const p4 = @shuffle(i32, sub, undefined, [4]i32{ 0, 2, 4, 6 }) + @shuffle(i32, sub, undefined, [4]i32{ 1, 3, 5, 7 });
+            if (scalar_min) {
+                self.summs = @mulAdd(f32, -dmin, @floatFromInt(@reduce(.Add, p4)), self.summs);
+            } else {
+                self.acc_m = @mulAdd(@Vector(4, f32), @splat(-dmin), @floatFromInt(p4), self.acc_m);
+            }
+        }
+
+        inline fn result(self: @This()) f32 {
+            if (scalar_min) return simd.hsum(8, f32, self.acc) + self.summs;
+            return simd.hsum(8, f32, self.acc) + simd.hsum(4, f32, self.acc_m);
+        }
+    };
+}
+
+/// llama.cpp's x86 float order for Q6_K (shift 5: the −32 offset): per super-block
+/// acc += d·(8 i32 lanes − (correction lanes << shift)) with FMA; hsum(acc) at the end.
+fn GgmlShiftAcc(comptime shift: u5) type {
+    return struct {
+        acc: @Vector(8, f32) = @splat(0),
+
+        inline fn add(self: *@This(), lanes: I32x16, d: f32, sub: I32x8, dsub: f32) void {
+            _ = dsub;
+            const l8 = lo(i32, 16, lanes) + hi(i32, 16, lanes) - (sub << @splat(shift));
+            self.acc = @mulAdd(@Vector(8, f32), @splat(d), @floatFromInt(l8), self.acc);
+        }
+
+        inline fn result(self: @This()) f32 {
+            return simd.hsum(8, f32, self.acc);
+        }
+    };
+}
+
 /// The row loop shared by every type's vecDotPath and vecDotRows.
 inline fn rowsDot(comptime T: type, comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
-    var dots: [R]DotAcc = @splat(.{});
+    var dots: [R]T.Acc = @splat(.{});
     inline for (0..R) |r| std.debug.assert(w_rows[r].len == a.len);
     for (a, 0..) |*ab, j| {
         inline for (0..R) |r| T.blockDot(path, &w_rows[r][j], ab, &dots[r]);
@@ -623,6 +670,7 @@ pub const Q4_K = struct {
         std.debug.assert(@sizeOf(Block) == 144);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlMinAcc(false);
 
     pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
         std.debug.assert(y.len == x.len * qk_k);
@@ -663,7 +711,7 @@ pub const Q4_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var acc: DotAcc = .{};
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
             var lanes: [16]i32 = @splat(0);
             var sub: [8]i32 = undefined;
@@ -696,7 +744,7 @@ pub const Q4_K = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const sm = unpackScalesMinsK4(&b.scales);
         const sc16: @Vector(8, i16) = sm[0];
         const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
@@ -734,6 +782,7 @@ pub const Q6_K = struct {
         std.debug.assert(@sizeOf(Block) == 210);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlShiftAcc(5);
 
     /// Level (0..63) of element e of a block.
     inline fn level(b: *align(1) const Block, e: usize) u8 {
@@ -810,7 +859,7 @@ pub const Q6_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var acc: DotAcc = .{};
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
             var lanes: [16]i32 = @splat(0);
             var sub: [8]i32 = undefined;
@@ -838,7 +887,7 @@ pub const Q6_K = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const sc8: @Vector(16, i8) = b.scales;
         const sc16: @Vector(16, i16) = sc8;
         // (u − 32)·a = u·a − 32·a: the −32 part through the 16-element bsums.
@@ -871,6 +920,7 @@ pub const Q5_K = struct {
         std.debug.assert(@sizeOf(Block) == 176);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlMinAcc(true);
 
     /// Level (0..31) of element e.
     inline fn level(b: *align(1) const Block, e: usize) u8 {
@@ -934,7 +984,7 @@ pub const Q5_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var acc: DotAcc = .{};
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
             var lanes: [16]i32 = @splat(0);
             var sub: [8]i32 = undefined;
@@ -967,7 +1017,7 @@ pub const Q5_K = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const sm = unpackScalesMinsK4(&b.scales);
         const sc16: @Vector(8, i16) = sm[0];
         const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
@@ -999,6 +1049,7 @@ pub const Q3_K = struct {
         std.debug.assert(@sizeOf(Block) == 110);
     }
     pub const Act = Q8_K;
+    const Acc = DotAcc;
 
     /// The 16 6-bit scales (0..63; ggml subtracts 32), ggml's kmask unpacking.
     inline fn unpackScales(scales: *const [12]u8) [16]u8 {
@@ -1102,7 +1153,7 @@ pub const Q3_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var acc: DotAcc = .{};
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
             const sc = unpackScales(&b.scales);
             var lanes: [16]i32 = @splat(0);
@@ -1131,7 +1182,7 @@ pub const Q3_K = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const sc8: @Vector(16, u8) = unpackScales(&b.scales);
         const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
         // (u − 4)·a = u·a − 4·a: the −4 part through the bsums.
@@ -1182,6 +1233,7 @@ pub const Q2_K = struct {
         std.debug.assert(@sizeOf(Block) == 84);
     }
     pub const Act = Q8_K;
+    const Acc = DotAcc;
 
     inline fn level(b: *align(1) const Block, e: usize) u8 {
         const h = e / 128;
@@ -1256,7 +1308,7 @@ pub const Q2_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var acc: DotAcc = .{};
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
             var lanes: [16]i32 = @splat(0);
             var sub: [8]i32 = undefined;
@@ -1283,7 +1335,7 @@ pub const Q2_K = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const scv: @Vector(16, u8) = b.scales;
         const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
         const mn: @Vector(16, i16) = scv >> @splat(4);
@@ -1314,6 +1366,7 @@ pub const IQ4_XS = struct {
         std.debug.assert(@sizeOf(Block) == 136);
     }
     pub const Act = Q8_K;
+    const Acc = DotAcc;
 
     /// The 6-bit scale (0..63; ggml subtracts 32) of sub-block ib (32 elements).
     inline fn scale(b: *align(1) const Block, ib: usize) i32 {
@@ -1438,7 +1491,7 @@ pub const IQ4_XS = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var acc: DotAcc = .{};
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
             var lanes: [16]i32 = @splat(0);
             for (0..qk_k) |e| lanes[laneOf(e)] += scale(b, e / 32) * @as(i32, kvalues_iq4nl[index(b, e)]) * ab.qs[e];
@@ -1463,7 +1516,7 @@ pub const IQ4_XS = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *DotAcc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const kv: @Vector(16, i8) = kvalues_iq4nl;
         const kv_abs: @Vector(16, u8) = @abs(kv);
         var sc: [8]i16 = undefined;
