@@ -8,11 +8,12 @@
 //! f16 conversions are ggml's bit recipes, so NaN/inf input gives ggml's bytes too and never
 //! reaches a float-to-int cast (no undefined behaviour).
 //!
-//! Dot products: every type's dot with a Q8_K row is an exact integer per super-block
-//! (Σ scale·Σ q·a with ggml's bsums corrections), combined as
-//! `sum += d·isum − dmin·summs` in super-block order. `vecDot` (SIMD) and `vecDotRef`
-//! (scalar loops) compute the same integers and the same float sequence, so they are
-//! bit-identical on every path.
+//! Dot products: every type's dot with a Q8_K row is exact integer arithmetic per
+//! super-block (16 i32 lanes of Σ scale·q·a, and for the types with mins or offsets
+//! 8 lanes of bsums corrections), combined in floats exactly as llama.cpp's x86 (AVX2)
+//! ggml_vec_dot_*_q8_K does: FMA into 8 float lanes, its horizontal-sum tree. So
+//! `vecDot` (SIMD: AVX-512 VNNI, AVX2 or generic, chosen at comptime), `vecDotRef`
+//! (scalar loops) and the reference llama.cpp build return the same bits.
 const std = @import("std");
 const builtin = @import("builtin");
 const simd = @import("simd.zig");
@@ -548,6 +549,48 @@ inline fn actHalf(a: *align(1) const Q8_K.Block, h: usize) I8x32 {
     return @as(*align(1) const [32]i8, @ptrCast(a.qs[32 * h ..][0..32])).*;
 }
 
+/// chunkDot of (u − off)·s: the offset subtracted per element pair before the scales
+/// (as llama.cpp's Q3_K kernel does), so each lane holds Σ scale·(u − off)·s of its own
+/// elements. |pairs| stay below 2^15 for u ≤ 7.
+inline fn chunkDotOffset(comptime path: Path, acc: I32x16, u: U8x64, s: I8x64, scale: I16x32, comptime off: u8) I32x16 {
+    switch (path) {
+        .avx512vnni => {
+            const offv: U8x64 = @splat(off);
+            const p = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x32),
+                : [u] "v" (u),
+                  [s] "v" (s),
+            );
+            const q = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x32),
+                : [u] "v" (offv),
+                  [s] "v" (s),
+            );
+            return asm ("vpdpwssd %[sc], %[p], %[acc]"
+                : [acc] "=v" (-> I32x16),
+                : [_] "0" (acc),
+                  [p] "v" (p -% q),
+                  [sc] "v" (scale),
+            );
+        },
+        .avx2 => {
+            const offv: U8x32 = @splat(off);
+            const s0 = lo(i8, 64, s);
+            const s1 = hi(i8, 64, s);
+            const p0 = maddubs256(lo(u8, 64, u), s0) -% maddubs256(offv, s0);
+            const p1 = maddubs256(hi(u8, 64, u), s1) -% maddubs256(offv, s1);
+            return acc + concat(i32, 8, maddwd256(p0, lo(i16, 32, scale)), maddwd256(p1, hi(i16, 32, scale)));
+        },
+        .generic => {
+            const prod = (@as(@Vector(64, i16), u) - @as(@Vector(64, i16), @splat(off))) * @as(@Vector(64, i16), s);
+            const p = @shuffle(i16, prod, undefined, evenMask(64)) + @shuffle(i16, prod, undefined, oddMask(64));
+            const q = @as(I32x16, @shuffle(i16, p, undefined, evenMask(32))) * @as(I32x16, @shuffle(i16, scale, undefined, evenMask(32))) +
+                @as(I32x16, @shuffle(i16, p, undefined, oddMask(32))) * @as(I32x16, @shuffle(i16, scale, undefined, oddMask(32)));
+            return acc + q;
+        },
+    }
+}
+
 /// i16 lane k of chunk c gets scales[(64c + 2k) / group] (group = elements per scale).
 fn scaleMask(comptime groups: usize, comptime group: usize, comptime c: usize) [32]i32 {
     @setEvalBranchQuota(100_000);
@@ -615,6 +658,22 @@ fn GgmlShiftAcc(comptime shift: u5) type {
     };
 }
 
+/// llama.cpp's x86 float order for Q2_K: per super-block acc += −dmin·(8 mins lanes),
+/// then acc += d·(8 i32 lanes), both with FMA; hsum(acc) at the end.
+const GgmlQ2Acc = struct {
+    acc: @Vector(8, f32) = @splat(0),
+
+    inline fn add(self: *GgmlQ2Acc, lanes: I32x16, d: f32, sub: I32x8, dmin: f32) void {
+        self.acc = @mulAdd(@Vector(8, f32), @splat(-dmin), @floatFromInt(sub), self.acc);
+        const l8 = lo(i32, 16, lanes) + hi(i32, 16, lanes);
+        self.acc = @mulAdd(@Vector(8, f32), @splat(d), @floatFromInt(l8), self.acc);
+    }
+
+    inline fn result(self: GgmlQ2Acc) f32 {
+        return simd.hsum(8, f32, self.acc);
+    }
+};
+
 /// The row loop shared by every type's vecDotPath and vecDotRows.
 inline fn rowsDot(comptime T: type, comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
     var dots: [R]T.Acc = @splat(.{});
@@ -640,23 +699,6 @@ inline fn maddwd16(comptime path: Path, a: I16x16, b: I16x16) I32x8 {
     }
     return maddwd256(a, b);
 }
-
-/// A row's float accumulation, shared by vecDotRef and every SIMD path so that they round
-/// identically: per super-block, 16 lanes of d·(exact i32 lane sums) and 8 lanes of
-/// dsub·(exact i32 correction sums); at the end simd.hsum's fixed trees, main − sub.
-const DotAcc = struct {
-    v: @Vector(16, f32) = @splat(0),
-    s: @Vector(8, f32) = @splat(0),
-
-    inline fn add(self: *DotAcc, lanes: I32x16, d: f32, sub: I32x8, dsub: f32) void {
-        self.v += @as(@Vector(16, f32), @splat(d)) * @as(@Vector(16, f32), @floatFromInt(lanes));
-        self.s += @as(@Vector(8, f32), @splat(dsub)) * @as(@Vector(8, f32), @floatFromInt(sub));
-    }
-
-    inline fn result(self: DotAcc) f32 {
-        return simd.hsum(16, f32, self.v) - simd.hsum(8, f32, self.s);
-    }
-};
 
 // ---------------------------------------------------------------------------
 // Q4_K
@@ -1049,7 +1091,7 @@ pub const Q3_K = struct {
         std.debug.assert(@sizeOf(Block) == 110);
     }
     pub const Act = Q8_K;
-    const Acc = DotAcc;
+    const Acc = GgmlShiftAcc(0);
 
     /// The 16 6-bit scales (0..63; ggml subtracts 32), ggml's kmask unpacking.
     inline fn unpackScales(scales: *const [12]u8) [16]u8 {
@@ -1157,11 +1199,9 @@ pub const Q3_K = struct {
         for (w, a) |*b, *ab| {
             const sc = unpackScales(&b.scales);
             var lanes: [16]i32 = @splat(0);
-            var sub: [8]i32 = undefined;
-            for (0..8) |k| sub[k] = (@as(i32, sc[2 * k]) - 32) * ab.bsums[2 * k] + (@as(i32, sc[2 * k + 1]) - 32) * ab.bsums[2 * k + 1];
-            for (0..qk_k) |e| lanes[laneOf(e)] += (@as(i32, sc[e / 16]) - 32) * @as(i32, level(b, e)) * ab.qs[e];
+            for (0..qk_k) |e| lanes[laneOf(e)] += (@as(i32, sc[e / 16]) - 32) * (@as(i32, level(b, e)) - 4) * ab.qs[e];
             const d = ab.d * f16f(b.d);
-            acc.add(lanes, d, sub, d * 4);
+            acc.add(lanes, d, @splat(0), 0);
         }
         return acc.result();
     }
@@ -1185,8 +1225,7 @@ pub const Q3_K = struct {
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const sc8: @Vector(16, u8) = unpackScales(&b.scales);
         const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
-        // (u − 4)·a = u·a − 4·a: the −4 part through the bsums.
-        const sub = maddwd16(path, ab.bsums, sc16);
+        // (u − 4)·a per element pair inside chunkDotOffset, as llama.cpp does.
         const hm: U8x32 = loadBytes(32, &b.hmask);
         var acc: I32x16 = @splat(0);
         inline for (0..2) |h| {
@@ -1198,11 +1237,11 @@ pub const Q3_K = struct {
                 const hb = concat(u8, 32, (hm >> @splat(bit0)) & @as(U8x32, @splat(1)), (hm >> @splat(bit0 + 1)) & @as(U8x32, @splat(1)));
                 const u = low | (hb << @splat(2));
                 const c = 2 * h + p;
-                acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
+                acc = chunkDotOffset(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)), 4);
             }
         }
         const d = ab.d * f16f(b.d);
-        dot.add(acc, d, sub, d * 4);
+        dot.add(acc, d, @splat(0), 0);
     }
 };
 
@@ -1233,7 +1272,7 @@ pub const Q2_K = struct {
         std.debug.assert(@sizeOf(Block) == 84);
     }
     pub const Act = Q8_K;
-    const Acc = DotAcc;
+    const Acc = GgmlQ2Acc;
 
     inline fn level(b: *align(1) const Block, e: usize) u8 {
         const h = e / 128;
@@ -1366,7 +1405,7 @@ pub const IQ4_XS = struct {
         std.debug.assert(@sizeOf(Block) == 136);
     }
     pub const Act = Q8_K;
-    const Acc = DotAcc;
+    const Acc = GgmlShiftAcc(0);
 
     /// The 6-bit scale (0..63; ggml subtracts 32) of sub-block ib (32 elements).
     inline fn scale(b: *align(1) const Block, ib: usize) i32 {
