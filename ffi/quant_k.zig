@@ -791,14 +791,14 @@ pub const Q4_K = struct {
         const sc16: @Vector(8, i16) = sm[0];
         const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
         const sub = maddwd16(path, ab.bsums, m16);
-        var acc: I32x16 = @splat(0);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
         inline for (0..4) |c| {
             const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-            const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4));
-            const scale = @shuffle(i16, sc16, undefined, scaleMask(8, 32, c));
-            acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
+            acc_lo = halfDot(path, acc_lo, q & @as(U8x32, @splat(0xF)), actHalf(ab, 2 * c), @splat(sc16[2 * c]));
+            acc_hi = halfDot(path, acc_hi, q >> @splat(4), actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
         }
-        dot.add(acc, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
 
