@@ -545,6 +545,46 @@ inline fn halfDot(comptime path: Path, acc: I32x8, u: U8x32, s: I8x32, scale: I1
     }
 }
 
+/// i16 lane k of 32-element piece `piece` gets scales16[(32·piece + 2k) / 16].
+fn pieceMask(comptime piece: usize) [16]i32 {
+    var m: [16]i32 = undefined;
+    for (0..16) |k| m[k] = @intCast((32 * piece + 2 * k) / 16);
+    return m;
+}
+
+/// halfDot of (u − off)·s (llama.cpp's Q3_K order: the offset per element pair).
+inline fn halfDotOffset(comptime path: Path, acc: I32x8, u: U8x32, s: I8x32, scale: I16x16, comptime off: u8) I32x8 {
+    const offv: U8x32 = @splat(off);
+    switch (path) {
+        .avx512vnni => {
+            const p = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x16),
+                : [u] "v" (u),
+                  [s] "v" (s),
+            );
+            const q = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x16),
+                : [u] "v" (offv),
+                  [s] "v" (s),
+            );
+            return asm ("vpdpwssd %[sc], %[p], %[acc]"
+                : [acc] "=v" (-> I32x8),
+                : [_] "0" (acc),
+                  [p] "v" (p -% q),
+                  [sc] "v" (scale),
+            );
+        },
+        .avx2 => return acc + maddwd256(maddubs256(u, s) -% maddubs256(offv, s), scale),
+        .generic => {
+            const prod = (@as(@Vector(32, i16), u) - @as(@Vector(32, i16), @splat(off))) * @as(@Vector(32, i16), s);
+            const p = @shuffle(i16, prod, undefined, evenMask(32)) + @shuffle(i16, prod, undefined, oddMask(32));
+            const q = @as(I32x8, @shuffle(i16, p, undefined, evenMask(16))) * @as(I32x8, @shuffle(i16, scale, undefined, evenMask(16))) +
+                @as(I32x8, @shuffle(i16, p, undefined, oddMask(16))) * @as(I32x8, @shuffle(i16, scale, undefined, oddMask(16)));
+            return acc + q;
+        },
+    }
+}
+
 inline fn actHalf(a: *align(1) const Q8_K.Block, h: usize) I8x32 {
     return @as(*align(1) const [32]i8, @ptrCast(a.qs[32 * h ..][0..32])).*;
 }
@@ -1227,21 +1267,24 @@ pub const Q3_K = struct {
         const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
         // (u − 4)·a per element pair inside chunkDotOffset, as llama.cpp does.
         const hm: U8x32 = loadBytes(32, &b.hmask);
-        var acc: I32x16 = @splat(0);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
+        const one: U8x32 = @splat(1);
+        const three: U8x32 = @splat(3);
         inline for (0..2) |h| {
             const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
             inline for (0..2) |p| {
                 const s0 = 4 * p; // bit shift of the first 32 elements of this chunk
-                const low = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
                 const bit0 = 4 * h + 2 * p;
-                const hb = concat(u8, 32, (hm >> @splat(bit0)) & @as(U8x32, @splat(1)), (hm >> @splat(bit0 + 1)) & @as(U8x32, @splat(1)));
-                const u = low | (hb << @splat(2));
                 const c = 2 * h + p;
-                acc = chunkDotOffset(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)), 4);
+                const ua = ((q >> @splat(s0)) & three) | (((hm >> @splat(bit0)) & one) << @splat(2));
+                const ub = ((q >> @splat(s0 + 2)) & three) | (((hm >> @splat(bit0 + 1)) & one) << @splat(2));
+                acc_lo = halfDotOffset(path, acc_lo, ua, actHalf(ab, 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)), 4);
+                acc_hi = halfDotOffset(path, acc_hi, ub, actHalf(ab, 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)), 4);
             }
         }
         const d = ab.d * f16f(b.d);
-        dot.add(acc, d, @splat(0), 0);
+        dot.add(concat(i32, 8, acc_lo, acc_hi), d, @splat(0), 0);
     }
 };
 
@@ -1379,17 +1422,19 @@ pub const Q2_K = struct {
         const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
         const mn: @Vector(16, i16) = scv >> @splat(4);
         const sub = maddwd16(path, ab.bsums, mn);
-        var acc: I32x16 = @splat(0);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
         inline for (0..2) |h| {
             const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
             inline for (0..2) |p| {
                 const s0 = 4 * p;
-                const u = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
                 const c = 2 * h + p;
-                acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
+                const three: U8x32 = @splat(3);
+                acc_lo = halfDot(path, acc_lo, (q >> @splat(s0)) & three, actHalf(ab, 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)));
+                acc_hi = halfDot(path, acc_hi, (q >> @splat(s0 + 2)) & three, actHalf(ab, 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)));
             }
         }
-        dot.add(acc, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
 
