@@ -1606,68 +1606,63 @@ pub const IQ4_XS = struct {
         var sc: [8]i16 = undefined;
         inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
         const sc16: @Vector(8, i16) = sc;
-        var acc: I32x16 = @splat(0);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
         inline for (0..4) |c| {
-            // Two sub-blocks: bytes 16(2c)..16(2c+2) hold their 64 indices.
+            // Sub-blocks 2c and 2c+1: bytes 16(2c)..16(2c+2) hold their 64 indices.
             const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
             const qlo = q & @as(U8x32, @splat(0xf));
             const qhi = q >> @splat(4);
-            // Element order of the chunk: sub-block 2c: lo[0..16], hi[0..16]; 2c+1: lo[16..32], hi[16..32].
-            const idx = @shuffle(u8, qlo, qhi, iq4Order());
-            // |w|·(a with w's sign): pairs stay below 2^15 (127·127·2).
-            const wabs = lookup16(path, kv_abs, idx);
-            const neg = lookup16(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
-            const act = actChunk(ab, c);
-            const s = @select(i8, neg == @as(U8x64, @splat(1)), -%act, act);
-            acc = chunkDot(path, acc, wabs, s, @shuffle(i16, sc16, undefined, scaleMask(8, 32, c)));
+            inline for (0..2) |half| {
+                // Sub-block 2c+half: low nibbles of its 16 bytes, then the high nibbles.
+                const idx = @shuffle(u8, qlo, qhi, iq4HalfOrder(half));
+                // |w|·(a with w's sign): pairs stay below 2^15 (127·127·2).
+                const wabs = lookup16x32(path, kv_abs, idx);
+                const neg = lookup16x32(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
+                const act = actHalf(ab, 2 * c + half);
+                const sv = @select(i8, neg == @as(U8x32, @splat(1)), -%act, act);
+                if (half == 0) {
+                    acc_lo = halfDot(path, acc_lo, wabs, sv, @splat(sc16[2 * c]));
+                } else {
+                    acc_hi = halfDot(path, acc_hi, wabs, sv, @splat(sc16[2 * c + 1]));
+                }
+            }
         }
-        dot.add(acc, ab.d * f16f(b.d), @splat(0), 0);
+        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), @splat(0), 0);
     }
 };
 
-fn iq4Order() [64]i32 {
-    @setEvalBranchQuota(100_000);
-    var m: [64]i32 = undefined;
+fn iq4HalfOrder(comptime half: usize) [32]i32 {
+    var m: [32]i32 = undefined;
     for (0..16) |j| {
-        m[j] = @intCast(j); // sub-block 2c, elements 0..15: low nibbles of bytes 0..15
-        m[16 + j] = ~@as(i32, @intCast(j)); // elements 16..31: high nibbles of bytes 0..15
-        m[32 + j] = @intCast(16 + j); // sub-block 2c+1: low nibbles of bytes 16..31
-        m[48 + j] = ~@as(i32, @intCast(16 + j));
+        m[j] = @intCast(16 * half + j);
+        m[16 + j] = ~@as(i32, @intCast(16 * half + j));
     }
     return m;
 }
 
-/// table[idx] per byte (idx < 16): vpshufb on x86, a byte loop otherwise.
-inline fn lookup16(comptime path: Path, table: @Vector(16, u8), idx: U8x64) U8x64 {
-    const t4 = @shuffle(u8, table, undefined, blk: {
-        var m: [64]i32 = undefined;
-        for (0..64) |k| m[k] = k % 16;
+/// table[idx] per byte (idx < 16) for 32 bytes: one vpshufb ymm on x86.
+inline fn lookup16x32(comptime path: Path, table: @Vector(16, u8), idx: U8x32) U8x32 {
+    const t2 = @shuffle(u8, table, undefined, blk: {
+        var m: [32]i32 = undefined;
+        for (0..32) |k| m[k] = k % 16;
         break :blk m;
     });
     switch (path) {
         .avx512vnni => return asm ("vpshufb %[i], %[t], %[out]"
-            : [out] "=v" (-> U8x64),
-            : [t] "v" (t4),
+            : [out] "=v" (-> U8x32),
+            : [t] "v" (t2),
               [i] "v" (idx),
         ),
-        .avx2 => {
-            const t2 = lo(u8, 64, t4);
-            const r0 = asm ("vpshufb %[i], %[t], %[out]"
-                : [out] "=x" (-> U8x32),
-                : [t] "x" (t2),
-                  [i] "x" (lo(u8, 64, idx)),
-            );
-            const r1 = asm ("vpshufb %[i], %[t], %[out]"
-                : [out] "=x" (-> U8x32),
-                : [t] "x" (t2),
-                  [i] "x" (hi(u8, 64, idx)),
-            );
-            return concat(u8, 32, r0, r1);
-        },
+        .avx2 => return asm ("vpshufb %[i], %[t], %[out]"
+            : [out] "=x" (-> U8x32),
+            : [t] "x" (t2),
+              [i] "x" (idx),
+        ),
         .generic => {
             const t: [16]u8 = table;
-            var out: [64]u8 = undefined;
-            const ia: [64]u8 = idx;
+            var out: [32]u8 = undefined;
+            const ia: [32]u8 = idx;
             for (&out, ia) |*o, k| o.* = t[k & 15];
             return out;
         },
