@@ -16,6 +16,7 @@ import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from 
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
+import { resolveModel } from "../hub/resolve.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
 
@@ -262,6 +263,7 @@ function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
 
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
   const args = parseRunArgs(values, positionals); // reads the prompt (maybe stdin)
+  args.model = await resolveModel(args.model);
   const start = performance.now();
   const model = loadModel(args);
   try {

@@ -1,0 +1,181 @@
+/**
+ * The two Hub calls a pull makes: the repository's file listing
+ * (`GET /api/models/ORG/REPO/tree/REVISION?recursive=true`, through
+ * `@huggingface/hub`'s `listFiles`, which follows its `Link` pages) and a
+ * file's metadata (`HEAD /ORG/REPO/resolve/REVISION/FILE` without following
+ * the redirect to the CDN, as huggingface_hub's `get_hf_file_metadata` does:
+ * `X-Repo-Commit`, `X-Linked-Etag`, `X-Linked-Size`, `Location`).
+ *
+ * @module
+ */
+import { HubError, hubErrorFor } from "./errors.ts";
+
+/** Time allowed for one API answer (a reason: a dead server must not hang the CLI). */
+const API_TIMEOUT_MS = 30_000;
+/** Redirects followed between Hub hosts before the CDN (a reason: loops end). */
+const MAX_REDIRECTS = 10;
+
+/** One file of a repository listing. */
+export interface RepoFile {
+  path: string;
+  size_bytes: number;
+  /** The LFS sha256, when the file is stored with LFS. */
+  sha256?: string;
+}
+
+/** Where to talk to and with which token. */
+export interface HubClient {
+  endpoint: string;
+  token?: string;
+}
+
+function headers(client: HubClient, extra: Record<string, string> = {}): Record<string, string> {
+  return client.token ? { ...extra, authorization: `Bearer ${client.token}` } : extra;
+}
+
+function networkError(url: string, error: unknown): HubError {
+  const reason = error instanceof Error ? error.message : String(error);
+  if (error instanceof DOMException && error.name === "TimeoutError") {
+    return new HubError(`${url}: no answer within ${API_TIMEOUT_MS / 1000} s`);
+  }
+  return new HubError(`cannot reach ${new URL(url).origin} (${reason.split("\n")[0]})`);
+}
+
+/** Percent-encodes each segment of a repository path. */
+export function encodePath(path: string): string {
+  return path.split("/").map(encodeURIComponent).join("/");
+}
+
+/** Every file of `repo` at `revision`. */
+export async function listRepoFiles(
+  client: HubClient,
+  repo: string,
+  revision: string,
+): Promise<RepoFile[]> {
+  const { listFiles } = await import("@huggingface/hub");
+  let failed: Response | undefined;
+  // The token goes in through this fetch: listFiles insists on an `hf_` prefix.
+  const fetchWithToken: typeof fetch = async (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    let response: Response;
+    try {
+      response = await fetch(input, {
+        ...init,
+        headers: headers(client, { accept: "application/json" }),
+        signal: AbortSignal.timeout(API_TIMEOUT_MS),
+      });
+    } catch (error) {
+      throw networkError(url, error);
+    }
+    if (!response.ok) failed = response.clone();
+    return response;
+  };
+  const files: RepoFile[] = [];
+  try {
+    for await (
+      const entry of listFiles({
+        repo: { type: "model", name: repo },
+        revision,
+        recursive: true,
+        hubUrl: client.endpoint,
+        fetch: fetchWithToken,
+      })
+    ) {
+      if (entry === null || typeof entry !== "object") throw new TypeError("not an object");
+      if (entry.type !== "file" || typeof entry.path !== "string") continue;
+      const sha = entry.lfs?.oid;
+      files.push({
+        path: entry.path,
+        size_bytes: typeof entry.size === "number" ? entry.size : 0,
+        sha256: typeof sha === "string" && /^[0-9a-f]{64}$/.test(sha) ? sha : undefined,
+      });
+    }
+  } catch (error) {
+    if (error instanceof HubError) throw error;
+    if (failed !== undefined) {
+      throw await hubErrorFor(failed, repo, repo, { hasToken: !!client.token });
+    }
+    throw new HubError(
+      `${repo}: unexpected file listing from ${client.endpoint} (${
+        error instanceof Error ? error.message : error
+      })`,
+    );
+  }
+  return files;
+}
+
+/** What the resolve endpoint says about one file. */
+export interface FileMetadata {
+  /** The commit the revision resolved to (`X-Repo-Commit`). */
+  commit: string;
+  /** The blob id: LFS sha256 (`X-Linked-Etag`) or git oid (`ETag`), unquoted. */
+  etag: string;
+  size_bytes: number;
+  /** Where the bytes are (the CDN after the redirect, else the resolve URL itself). */
+  download_url: string;
+}
+
+function normalizeEtag(value: string | null): string {
+  return (value ?? "").replace(/^W\//, "").replace(/^"|"$/g, "");
+}
+
+/** The resolve URL of `file`. */
+export function resolveUrl(client: HubClient, repo: string, revision: string, file: string) {
+  return `${client.endpoint}/${repo}/resolve/${encodeURIComponent(revision)}/${encodePath(file)}`;
+}
+
+/** HEADs the resolve URL of `file`, following Hub-internal (relative) redirects only. */
+export async function fileMetadata(
+  client: HubClient,
+  repo: string,
+  revision: string,
+  file: string,
+): Promise<FileMetadata> {
+  let url = resolveUrl(client, repo, revision, file);
+  const what = `${repo}/${file}`;
+  for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: "HEAD",
+        redirect: "manual",
+        headers: headers(client, { "accept-encoding": "identity" }),
+        signal: AbortSignal.timeout(API_TIMEOUT_MS),
+      });
+    } catch (error) {
+      throw networkError(url, error);
+    }
+    const location = response.headers.get("location");
+    if (response.status >= 300 && response.status < 400 && location !== null) {
+      const next = new URL(location, url);
+      // A relative redirect is the Hub itself (a renamed repository): ask again there.
+      if (/^\//.test(location) && response.headers.get("x-linked-etag") === null) {
+        url = next.href;
+        continue;
+      }
+      return metadataFrom(response, next.href, what);
+    }
+    if (response.ok) return metadataFrom(response, url, what);
+    throw await hubErrorFor(response, repo, what, { hasToken: !!client.token });
+  }
+  throw new HubError(`${what}: more than ${MAX_REDIRECTS} redirects`);
+}
+
+function metadataFrom(response: Response, downloadUrl: string, what: string): FileMetadata {
+  const h = response.headers;
+  const commit = h.get("x-repo-commit") ?? "";
+  const etag = normalizeEtag(h.get("x-linked-etag") ?? h.get("etag"));
+  const size = Number(h.get("x-linked-size") ?? h.get("content-length") ?? NaN);
+  if (!/^[0-9a-f]{40}$/.test(commit)) {
+    throw new HubError(
+      `${what}: the server sent no X-Repo-Commit: is HF_ENDPOINT a Hugging Face Hub?`,
+    );
+  }
+  if (!/^[0-9a-f]{40}$|^[0-9a-f]{64}$/.test(etag)) {
+    throw new HubError(`${what}: the server sent no usable ETag ("${etag.slice(0, 80)}")`);
+  }
+  if (!Number.isSafeInteger(size) || size < 0) {
+    throw new HubError(`${what}: the server sent no file size`);
+  }
+  return { commit, etag, size_bytes: size, download_url: downloadUrl };
+}

@@ -1,0 +1,186 @@
+/**
+ * Downloads one blob into `blobs/<etag>.incomplete`, resuming with a `Range`
+ * request from whatever a killed or failed earlier run left there, hashing
+ * as the bytes arrive, and renames it to `blobs/<etag>` only when the size
+ * and the hash (sha256 for an LFS etag, git's blob sha1 for a git oid) match.
+ * A mismatch deletes the partial file, so nothing wrong is ever kept.
+ *
+ * @module
+ */
+import * as fs from "node:fs";
+import { createHash, type Hash } from "node:crypto";
+import { HubError } from "./errors.ts";
+import type { ProgressSink } from "./progress.ts";
+
+/** Abort when no byte arrives for this long (a reason: a stalled server must not hang a pull). */
+const IDLE_TIMEOUT_MS = 60_000;
+/** Read size when hashing the part of a file an earlier run downloaded. */
+const READ_CHUNK_BYTES = 4 << 20;
+
+/** What to download and how to check it. */
+export interface BlobDownload {
+  url: string;
+  /** The blob id the bytes must hash to: 64 hex = sha256, 40 hex = git blob sha1. */
+  etag: string;
+  size_bytes: number;
+  /** Final path; `<path>.incomplete` holds the bytes meanwhile. */
+  blob_path: string;
+  token?: string;
+  /** For messages. */
+  label: string;
+  /** Called with the bytes already on disk before the request, so it can draw from there. */
+  progress: (start_bytes: number) => ProgressSink;
+}
+
+/** How a download went. */
+export interface DownloadResult {
+  /** Bytes received over the network in this run. */
+  transferred_bytes: number;
+  /** Bytes reused from an earlier, interrupted run. */
+  resumed_bytes: number;
+}
+
+function newHash(etag: string, size: number): Hash {
+  if (etag.length === 64) return createHash("sha256");
+  const hash = createHash("sha1");
+  hash.update(`blob ${size}\0`);
+  return hash;
+}
+
+function hashPrefix(hash: Hash, fd: number, length: number): void {
+  const buffer = new Uint8Array(Math.min(READ_CHUNK_BYTES, Math.max(1, length)));
+  let position = 0;
+  while (position < length) {
+    const n = fs.readSync(fd, buffer, 0, Math.min(buffer.length, length - position), position);
+    if (n <= 0) break;
+    hash.update(buffer.subarray(0, n));
+    position += n;
+  }
+}
+
+function writeAt(fd: number, bytes: Uint8Array, position: number): void {
+  let offset = 0;
+  while (offset < bytes.length) {
+    offset += fs.writeSync(fd, bytes, offset, bytes.length - offset, position + offset);
+  }
+}
+
+/** Downloads `job.url` to `job.blob_path` (see the module doc). */
+export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
+  const incomplete = job.blob_path + ".incomplete";
+  let have = 0;
+  try {
+    have = fs.statSync(incomplete).size;
+  } catch {
+    have = 0;
+  }
+  if (have > job.size_bytes) {
+    fs.rmSync(incomplete, { force: true });
+    have = 0;
+  }
+  const controller = new AbortController();
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  const touch = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => controller.abort(), IDLE_TIMEOUT_MS);
+  };
+  const requestHeaders: Record<string, string> = { "accept-encoding": "identity" };
+  if (job.token) requestHeaders.authorization = `Bearer ${job.token}`;
+  if (have > 0) requestHeaders.range = `bytes=${have}-`;
+  let response: Response | undefined;
+  if (have < job.size_bytes || job.size_bytes === 0) {
+    touch();
+    try {
+      response = await fetch(job.url, { headers: requestHeaders, signal: controller.signal });
+    } catch (error) {
+      clearTimeout(idle);
+      const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
+      throw new HubError(`${job.label}: download failed (${reason}); run the pull again to resume`);
+    }
+    if (response.status === 416 && have === job.size_bytes) {
+      await response.body?.cancel();
+      response = undefined;
+    } else if (response.status === 200) {
+      have = 0; // the server ignored the range: start over
+    } else if (response.status === 206) {
+      const range = /^bytes (\d+)-/.exec(response.headers.get("content-range") ?? "");
+      if (!range || Number(range[1]) !== have) {
+        await response.body?.cancel();
+        clearTimeout(idle);
+        throw new HubError(`${job.label}: the server resumed at the wrong offset`);
+      }
+    } else {
+      await response.body?.cancel();
+      clearTimeout(idle);
+      throw new HubError(
+        `${job.label}: the download answered ${response.status} ${response.statusText}`.trimEnd(),
+        response.status,
+      );
+    }
+  }
+  const fd = fs.openSync(incomplete, have === 0 ? "w" : "r+");
+  const hash = newHash(job.etag, job.size_bytes);
+  let transferred = 0;
+  const resumed = have;
+  const progress = job.progress(have);
+  let ok = false;
+  try {
+    hashPrefix(hash, fd, have);
+    let position = have;
+    if (response?.body) {
+      const reader = response.body.getReader();
+      try {
+        while (true) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          touch();
+          if (position + value.length > job.size_bytes) {
+            throw new HubError(`${job.label}: the server sent more than ${job.size_bytes} bytes`);
+          }
+          writeAt(fd, value, position);
+          hash.update(value);
+          position += value.length;
+          transferred += value.length;
+          progress.update(position);
+        }
+      } catch (error) {
+        if (error instanceof HubError) throw error;
+        const reason = controller.signal.aborted
+          ? `no data for ${IDLE_TIMEOUT_MS / 1000} s`
+          : error instanceof Error
+          ? error.message.split("\n")[0]
+          : String(error);
+        throw new HubError(
+          `${job.label}: download interrupted after ${position} of ${job.size_bytes} bytes ` +
+            `(${reason}); run the pull again to resume`,
+        );
+      }
+    }
+    if (position !== job.size_bytes) {
+      throw new HubError(
+        `${job.label}: the connection closed after ${position} of ${job.size_bytes} bytes; ` +
+          "run the pull again to resume",
+      );
+    }
+    const digest = hash.digest("hex");
+    if (digest !== job.etag) {
+      fs.closeSync(fd);
+      fs.rmSync(incomplete, { force: true });
+      throw new HubError(
+        `${job.label}: checksum mismatch (expected ${job.etag}, got ${digest}): ` +
+          "the download was corrupted and has been deleted",
+      );
+    }
+    ok = true;
+  } finally {
+    clearTimeout(idle);
+    progress.finish(ok);
+    try {
+      fs.closeSync(fd);
+    } catch {
+      // closed above
+    }
+  }
+  fs.renameSync(incomplete, job.blob_path);
+  return { transferred_bytes: transferred, resumed_bytes: resumed };
+}
