@@ -55,6 +55,8 @@ export interface FakeHub extends AsyncDisposable {
   cdnBytes: number;
   /** Every request as `METHOD path` (with the query), in order. */
   requests: string[];
+  /** Each CDN GET: its `Range` header (or null) and the body bytes sent for it. */
+  transfers: { range: string | null; bytes: number }[];
   close(): Promise<void>;
 }
 
@@ -105,6 +107,7 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
   }
   const state = { cdnBytes: 0 };
   const requests: string[] = [];
+  const transfers: { range: string | null; bytes: number }[] = [];
 
   function access(name: string, request: Request): Response | FakeRepo {
     const repo = repos[name];
@@ -241,6 +244,8 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
     }
     const chunkBytes = 16 << 10;
     let offset = 0;
+    const transfer = { range: request.headers.get("range"), bytes: 0 };
+    transfers.push(transfer);
     const stream = new ReadableStream<Uint8Array>({
       async pull(controller) {
         if (offset >= body.length) {
@@ -253,6 +258,7 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
         const chunk = body.subarray(offset, offset + chunkBytes);
         offset += chunk.length;
         state.cdnBytes += chunk.length;
+        transfer.bytes += chunk.length;
         controller.enqueue(chunk.slice());
       },
     });
@@ -284,6 +290,7 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
       state.cdnBytes = value;
     },
     requests,
+    transfers,
     async close() {
       await server.shutdown();
     },
