@@ -10,7 +10,7 @@
  *   `ETag` (the pointer's git oid); for a small file 200 with the bytes;
  *   401 `RepoNotFound` for an unknown or private repository without the
  *   token, 403 `GatedRepo`, 404 `EntryNotFound` / `RevisionNotFound`;
- * - `GET /cdn/<sha256>` with `Range` support (206 + `Content-Range`), an
+ * - `GET /cdn/<sha256>` (on a second host, 127.0.0.2) with `Range` support (206 + `Content-Range`), an
  *   optional rate limit, and an optional corruption (one byte flipped).
  *
  * Every response body byte sent from `/cdn/` is counted in `cdnBytes`.
@@ -49,7 +49,10 @@ export interface FakeHubControl {
 
 /** A running fake Hub. */
 export interface FakeHub extends AsyncDisposable {
+  /** The Hub (127.0.0.1). */
   url: string;
+  /** The CDN the resolve endpoint redirects to (127.0.0.2, another host). */
+  cdnUrl: string;
   control: FakeHubControl;
   /** Bytes sent in CDN bodies so far. */
   cdnBytes: number;
@@ -194,7 +197,7 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
         status: 302,
         headers: {
           location:
-            `${hub.url}/cdn/${sha}?X-Amz-Expires=3600&response-content-disposition=attachment`,
+            `${hub.cdnUrl}/cdn/${sha}?X-Amz-Expires=3600&response-content-disposition=attachment`,
           "x-repo-commit": commit,
           "x-linked-etag": `"${sha}"`,
           "x-linked-size": String(file.bytes.length),
@@ -265,7 +268,7 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
     return new Response(stream, { status: range ? 206 : 200, headers });
   }
 
-  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
+  const handler = (request: Request): Response => {
     const url = new URL(request.url);
     requests.push(`${request.method} ${url.pathname}${url.search}`);
     const path = url.pathname.split("/").map(decodeURIComponent);
@@ -279,9 +282,13 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
       return resolve(request, `${path[1]}/${path[2]}`, path[4], path.slice(5).join("/"));
     }
     return new Response("Not Found", { status: 404 });
-  });
+  };
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, handler);
+  // The CDN is another host (as cdn-lfs.hf.co is): clients stop following the redirect there.
+  const cdnServer = Deno.serve({ hostname: "127.0.0.2", port: 0, onListen() {} }, handler);
   const hub: FakeHub = {
     url: `http://127.0.0.1:${server.addr.port}`,
+    cdnUrl: `http://127.0.0.2:${cdnServer.addr.port}`,
     control,
     get cdnBytes() {
       return state.cdnBytes;
@@ -292,10 +299,10 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
     requests,
     transfers,
     async close() {
-      await server.shutdown();
+      await Promise.all([server.shutdown(), cdnServer.shutdown()]);
     },
     async [Symbol.asyncDispose]() {
-      await server.shutdown();
+      await Promise.all([server.shutdown(), cdnServer.shutdown()]);
     },
   };
   return hub;

@@ -2,8 +2,9 @@
  * The two Hub calls a pull makes: the repository's file listing
  * (`GET /api/models/ORG/REPO/tree/REVISION?recursive=true`, through
  * `@huggingface/hub`'s `listFiles`, which follows its `Link` pages) and a
- * file's metadata (`HEAD /ORG/REPO/resolve/REVISION/FILE` without following
- * the redirect to the CDN, as huggingface_hub's `get_hf_file_metadata` does:
+ * file's metadata (`HEAD /ORG/REPO/resolve/REVISION/FILE`, following redirects
+ * on the Hub's host but not the one to the CDN, as huggingface_hub's
+ * `get_hf_file_metadata` does:
  * `X-Repo-Commit`, `X-Linked-Etag`, `X-Linked-Size`, `Location`).
  *
  * @module
@@ -148,8 +149,10 @@ export async function fileMetadata(
     const location = response.headers.get("location");
     if (response.status >= 300 && response.status < 400 && location !== null) {
       const next = new URL(location, url);
-      // A relative redirect is the Hub itself (a renamed repository): ask again there.
-      if (/^\//.test(location) && response.headers.get("x-linked-etag") === null) {
+      // A redirect on the same host is the Hub itself (a renamed repository): ask again
+      // there. Another host is the CDN: this response carries the metadata, and the
+      // token must not follow it there.
+      if (next.host === new URL(url).host) {
         url = next.href;
         continue;
       }

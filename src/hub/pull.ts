@@ -233,7 +233,10 @@ async function pullOnline(
           etag: meta.etag,
           size_bytes: meta.size_bytes,
           blob_path: blob,
-          token: client.token,
+          // The CDN's URL is signed: the token stays on the Hub's host.
+          token: new URL(meta.download_url).host === new URL(client.endpoint).host
+            ? client.token
+            : undefined,
           label,
           progress: (start) =>
             options.progress === false ? noProgress : progressFor(label, meta.size_bytes, start),
