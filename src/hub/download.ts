@@ -8,14 +8,14 @@
  * @module
  */
 import * as fs from "node:fs";
-import { createHash, type Hash } from "node:crypto";
 import { HubError } from "./errors.ts";
 import type { ProgressSink } from "./progress.ts";
+import { openSink, type Sink } from "./_sink.ts";
 
 /** Abort when no byte arrives for this long (a reason: a stalled server must not hang a pull). */
 const IDLE_TIMEOUT_MS = 60_000;
-/** Read size when hashing the part of a file an earlier run downloaded. */
-const READ_CHUNK_BYTES = 4 << 20;
+/** How often the stall is checked for. */
+const IDLE_CHECK_MS = 1_000;
 
 /** What to download and how to check it. */
 export interface BlobDownload {
@@ -40,31 +40,6 @@ export interface DownloadResult {
   resumed_bytes: number;
 }
 
-function newHash(etag: string, size: number): Hash {
-  if (etag.length === 64) return createHash("sha256");
-  const hash = createHash("sha1");
-  hash.update(`blob ${size}\0`);
-  return hash;
-}
-
-function hashPrefix(hash: Hash, fd: number, length: number): void {
-  const buffer = new Uint8Array(Math.min(READ_CHUNK_BYTES, Math.max(1, length)));
-  let position = 0;
-  while (position < length) {
-    const n = fs.readSync(fd, buffer, 0, Math.min(buffer.length, length - position), position);
-    if (n <= 0) break;
-    hash.update(buffer.subarray(0, n));
-    position += n;
-  }
-}
-
-function writeAt(fd: number, bytes: Uint8Array, position: number): void {
-  let offset = 0;
-  while (offset < bytes.length) {
-    offset += fs.writeSync(fd, bytes, offset, bytes.length - offset, position + offset);
-  }
-}
-
 /** Downloads `job.url` to `job.blob_path` (see the module doc). */
 export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   const incomplete = job.blob_path + ".incomplete";
@@ -79,11 +54,12 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
     have = 0;
   }
   const controller = new AbortController();
-  let idle: ReturnType<typeof setTimeout> | undefined;
-  const touch = () => {
-    clearTimeout(idle);
-    idle = setTimeout(() => controller.abort(), IDLE_TIMEOUT_MS);
-  };
+  // One timer checks for a stall, rather than a timer re-armed per chunk.
+  let lastData = Date.now();
+  const touch = () => (lastData = Date.now());
+  const idle = setInterval(() => {
+    if (Date.now() - lastData > IDLE_TIMEOUT_MS) controller.abort();
+  }, IDLE_CHECK_MS);
   const requestHeaders: Record<string, string> = { "accept-encoding": "identity" };
   if (job.token) requestHeaders.authorization = `Bearer ${job.token}`;
   if (have > 0) requestHeaders.range = `bytes=${have}-`;
@@ -93,7 +69,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
     try {
       response = await fetch(job.url, { headers: requestHeaders, signal: controller.signal });
     } catch (error) {
-      clearTimeout(idle);
+      clearInterval(idle);
       const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
       throw new HubError(`${job.label}: download failed (${reason}); run the pull again to resume`);
     }
@@ -106,27 +82,37 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
       const range = /^bytes (\d+)-/.exec(response.headers.get("content-range") ?? "");
       if (!range || Number(range[1]) !== have) {
         await response.body?.cancel();
-        clearTimeout(idle);
+        clearInterval(idle);
         throw new HubError(`${job.label}: the server resumed at the wrong offset`);
       }
     } else {
       await response.body?.cancel();
-      clearTimeout(idle);
+      clearInterval(idle);
       throw new HubError(
         `${job.label}: the download answered ${response.status} ${response.statusText}`.trimEnd(),
         response.status,
       );
     }
   }
-  const fd = fs.openSync(incomplete, have === 0 ? "w" : "r+");
-  const hash = newHash(job.etag, job.size_bytes);
+  let sink: Sink;
+  try {
+    sink = openSink({
+      path: incomplete,
+      prefix_bytes: have,
+      etag: job.etag,
+      size_bytes: job.size_bytes,
+    });
+  } catch (error) {
+    clearInterval(idle);
+    await response?.body?.cancel();
+    throw error;
+  }
   let transferred = 0;
   const resumed = have;
   const progress = job.progress(have);
   let ok = false;
+  let position = have;
   try {
-    hashPrefix(hash, fd, have);
-    let position = have;
     if (response?.body) {
       const reader = response.body.getReader();
       try {
@@ -134,13 +120,13 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
           const { done, value } = await reader.read();
           if (done) break;
           touch();
-          if (position + value.length > job.size_bytes) {
+          const length = value.length;
+          if (position + length > job.size_bytes) {
             throw new HubError(`${job.label}: the server sent more than ${job.size_bytes} bytes`);
           }
-          writeAt(fd, value, position);
-          hash.update(value);
-          position += value.length;
-          transferred += value.length;
+          sink.write(value);
+          position += length;
+          transferred += length;
           progress.update(position);
         }
       } catch (error) {
@@ -162,24 +148,20 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
           "run the pull again to resume",
       );
     }
-    const digest = hash.digest("hex");
+    const digest = sink.finish();
+    ok = true;
     if (digest !== job.etag) {
-      fs.closeSync(fd);
       fs.rmSync(incomplete, { force: true });
+      ok = false;
       throw new HubError(
         `${job.label}: checksum mismatch (expected ${job.etag}, got ${digest}): ` +
           "the download was corrupted and has been deleted",
       );
     }
-    ok = true;
   } finally {
-    clearTimeout(idle);
+    clearInterval(idle);
     progress.finish(ok);
-    try {
-      fs.closeSync(fd);
-    } catch {
-      // closed above
-    }
+    if (!ok) sink.abort();
   }
   fs.renameSync(incomplete, job.blob_path);
   return { transferred_bytes: transferred, resumed_bytes: resumed };

@@ -1,0 +1,141 @@
+/**
+ * `dotllm pull` of a 250 MB file over loopback against `curl` fetching the
+ * same URL (following the same 302 to the same "CDN"), as a ratio of wall
+ * times (target: dotllm <= 1.2x curl). Each dotllm run starts from an empty
+ * cache, so it pays for everything a real pull does: the process start, the
+ * HEAD to the resolve endpoint, the download, the sha256 check and the move
+ * into place. Runs alternate between the two to share the machine's noise.
+ *
+ *   deno task bench:pull [--size-mb 250] [--runs 5]
+ *
+ * The file (random bytes) is written once into the ignored models/bench/.
+ *
+ * @module
+ */
+import process from "node:process";
+import { parseArgs } from "node:util";
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { LAUNCHER_FLAGS } from "../tests/_hub.ts";
+
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: { "size-mb": { type: "string" }, runs: { type: "string" } },
+});
+const sizeBytes = Number(values["size-mb"] ?? 250) * 1_000_000;
+const runs = Number(values.runs ?? 5);
+const root = new URL("../", import.meta.url).pathname;
+const dir = join(root, "models", "bench");
+fs.mkdirSync(dir, { recursive: true });
+const file = join(dir, `pull-${sizeBytes}.gguf`);
+
+if (!fs.existsSync(file) || fs.statSync(file).size !== sizeBytes) {
+  console.error(`writing ${file}`);
+  const fd = fs.openSync(file + ".tmp", "w");
+  const chunk = new Uint8Array(1 << 20);
+  for (let done = 0; done < sizeBytes; done += chunk.length) {
+    for (let i = 0; i < chunk.length; i += 65536) {
+      crypto.getRandomValues(chunk.subarray(i, i + 65536));
+    }
+    fs.writeSync(fd, chunk, 0, Math.min(chunk.length, sizeBytes - done));
+  }
+  fs.closeSync(fd);
+  fs.renameSync(file + ".tmp", file);
+}
+const shaFile = file + ".sha256";
+let sha = fs.existsSync(shaFile) ? fs.readFileSync(shaFile, "utf8") : "";
+if (sha.length !== 64 || fs.statSync(shaFile).mtimeMs < fs.statSync(file).mtimeMs) {
+  const hash = createHash("sha256");
+  const fd = fs.openSync(file, "r");
+  const buffer = new Uint8Array(4 << 20);
+  let n: number;
+  while ((n = fs.readSync(fd, buffer)) > 0) hash.update(buffer.subarray(0, n));
+  fs.closeSync(fd);
+  sha = hash.digest("hex");
+  fs.writeFileSync(shaFile, sha);
+}
+
+const commit = "0123456789abcdef0123456789abcdef01234567";
+const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (request) => {
+  const url = new URL(request.url);
+  if (url.pathname === "/bench/pull/resolve/main/model.gguf") {
+    return new Response(null, {
+      status: 302,
+      headers: {
+        location: `http://127.0.0.2:${cdn.addr.port}/cdn/${sha}`,
+        "x-repo-commit": commit,
+        "x-linked-etag": `"${sha}"`,
+        "x-linked-size": String(sizeBytes),
+      },
+    });
+  }
+  return new Response("Not Found", { status: 404 });
+});
+const cdn = Deno.serve({ hostname: "127.0.0.2", port: 0, onListen() {} }, async (request) => {
+  const headers = {
+    "content-length": String(sizeBytes),
+    "content-type": "application/octet-stream",
+  };
+  if (request.method === "HEAD") return new Response(null, { headers });
+  const f = await Deno.open(file);
+  return new Response(f.readable, { headers });
+});
+const hubUrl = `http://127.0.0.1:${server.addr.port}`;
+const url = `${hubUrl}/bench/pull/resolve/main/model.gguf`;
+
+async function timed(command: string, args: string[], env: Record<string, string> = {}) {
+  const start = performance.now();
+  const out = await new Deno.Command(command, { args, env, stdout: "null", stderr: "piped" })
+    .output();
+  const ms = performance.now() - start;
+  if (!out.success) throw new Error(`${command} failed: ${new TextDecoder().decode(out.stderr)}`);
+  return ms;
+}
+
+const scratch = join(dir, "scratch");
+const curlMs: number[] = [];
+const pullMs: number[] = [];
+for (let run = 0; run < runs; run++) {
+  fs.rmSync(scratch, { recursive: true, force: true });
+  fs.mkdirSync(scratch, { recursive: true });
+  curlMs.push(await timed("curl", ["-sS", "-fL", "-o", join(scratch, "curl.gguf"), url]));
+  fs.rmSync(scratch, { recursive: true, force: true });
+  fs.mkdirSync(scratch, { recursive: true });
+  pullMs.push(
+    await timed(Deno.execPath(), [
+      ...LAUNCHER_FLAGS,
+      join(root, "cli.ts"),
+      "pull",
+      "bench/pull/model.gguf",
+    ], {
+      HF_HOME: scratch,
+      HF_HUB_CACHE: join(scratch, "hub"),
+      HF_ENDPOINT: hubUrl,
+      HF_TOKEN: "",
+      NO_COLOR: "1",
+    }),
+  );
+  const blob = join(scratch, "hub", "models--bench--pull", "blobs", sha);
+  if (fs.statSync(blob).size !== sizeBytes) throw new Error("dotllm pull wrote the wrong size");
+}
+fs.rmSync(scratch, { recursive: true, force: true });
+await server.shutdown();
+await cdn.shutdown();
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const mbps = (ms: number) => (sizeBytes / 1e6 / (ms / 1000)).toFixed(0);
+const c = median(curlMs);
+const p = median(pullMs);
+console.log(`file: ${sizeBytes / 1e6} MB over loopback, ${runs} runs each, medians`);
+console.log(
+  `curl -L:      ${c.toFixed(0)} ms (${mbps(c)} MB/s)  runs: ${
+    curlMs.map((x) => x.toFixed(0)).join(" ")
+  }`,
+);
+console.log(
+  `dotllm pull:  ${p.toFixed(0)} ms (${mbps(p)} MB/s)  runs: ${
+    pullMs.map((x) => x.toFixed(0)).join(" ")
+  }`,
+);
+console.log(`ratio dotllm/curl: ${(p / c).toFixed(2)} (target <= 1.20)`);
