@@ -57,7 +57,7 @@ if (sha.length !== 64 || fs.statSync(shaFile).mtimeMs < fs.statSync(file).mtimeM
 }
 
 const commit = "0123456789abcdef0123456789abcdef01234567";
-const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (request) => {
+const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (request) => {
   const url = new URL(request.url);
   if (url.pathname === "/bench/pull/resolve/main/model.gguf") {
     return new Response(null, {

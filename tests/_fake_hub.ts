@@ -35,6 +35,8 @@ export interface FakeRepo {
   gated?: boolean;
   /** The commit `main` points to (default: derived from the name). */
   commit?: string;
+  /** A raw body for the tree listing instead of the real one (a broken Hub). */
+  treeBody?: string;
 }
 
 /** Per-server behaviour the tests change while it runs. */
@@ -141,6 +143,9 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
     if (repo instanceof Response) return repo;
     if (revision !== "main" && revision !== (repo.commit ?? fakeCommit(name))) {
       return errorResponse(404, "RevisionNotFound", `Invalid rev id: ${revision}`);
+    }
+    if (repo.treeBody !== undefined) {
+      return new Response(repo.treeBody, { headers: { "content-type": "application/json" } });
     }
     const entries: unknown[] = [];
     const dirs = new Set<string>();

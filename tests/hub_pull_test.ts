@@ -388,3 +388,40 @@ Deno.test("inspect, tokenize and run take a Hub reference and pull it first", as
   assert.equal(run.stdout, runDirect.stdout);
   assert.equal(hub.cdnBytes, STORIES.length, "pulled once, then found in the cache");
 });
+
+Deno.test("a broken or hostile Hub answer gives one line and writes nothing outside the cache", async () => {
+  await using hub = startFakeHub({
+    "org/evil": {
+      files: {
+        "../../../escaped-Q4_K_M.gguf": { bytes: STORIES.slice(0, 100) },
+        "ok-Q8_0.gguf": { bytes: STORIES.slice(0, 200) },
+      },
+    },
+    "org/notjson": { files: {}, treeBody: "<html>oops</html>" },
+    "org/notarray": { files: {}, treeBody: '{"error": null}' },
+  });
+  using home = tempHome();
+  const env = hubEnv(home.path, hub.url);
+  // The escaping Q4_K_M entry is skipped: the default falls through to Q8_0.
+  const evil = await runCli(["pull", "org/evil"], env);
+  assert.equal(evil.code, 0, evil.stderr);
+  assert.match(evil.stdout, /\/ok-Q8_0\.gguf\n$/);
+  assert.ok(!fs.existsSync(join(home.path, "escaped-Q4_K_M.gguf")));
+  assert.ok(!fs.existsSync(join(home.path, "hub", "escaped-Q4_K_M.gguf")));
+  for (const repo of ["org/notjson", "org/notarray"]) {
+    const result = await runCli(["pull", repo], env);
+    assert.equal(result.code, 1, repo);
+    assert.match(
+      result.stderr,
+      new RegExp(
+        `^dotllm: ${repo}: unexpected file listing from http://127\\.0\\.0\\.1:\\d+ \\(.+\\)\n$`,
+      ),
+    );
+  }
+  const badUrl = await runCli(["pull", "hf:org"], env);
+  assert.equal(badUrl.code, 1);
+  assert.equal(
+    badUrl.stderr,
+    'dotllm: "hf:org": expected ORG/REPO[:QUANT] or ORG/REPO/FILE.gguf\n',
+  );
+});

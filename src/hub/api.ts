@@ -42,6 +42,12 @@ function networkError(url: string, error: unknown): HubError {
   return new HubError(`cannot reach ${new URL(url).origin} (${reason.split("\n")[0]})`);
 }
 
+/** True for a relative path of plain segments (no `..`, `.`, empty, backslash or NUL). */
+export function isSafeRepoPath(path: string): boolean {
+  return path.length > 0 && path.length <= 1024 &&
+    path.split("/").every((p) => p !== "" && p !== "." && p !== ".." && !/[\\\0]/.test(p));
+}
+
 /** Percent-encodes each segment of a repository path. */
 export function encodePath(path: string): string {
   return path.split("/").map(encodeURIComponent).join("/");
@@ -84,6 +90,8 @@ export async function listRepoFiles(
     ) {
       if (entry === null || typeof entry !== "object") throw new TypeError("not an object");
       if (entry.type !== "file" || typeof entry.path !== "string") continue;
+      // The path is joined onto the cache: one that could leave it is skipped.
+      if (!isSafeRepoPath(entry.path)) continue;
       const sha = entry.lfs?.oid;
       files.push({
         path: entry.path,
