@@ -35,9 +35,9 @@ Options:
            commit, refs, path}]
 `,
   options: { json: { type: "boolean" } },
-  async run(values, positionals) {
+  run(values, positionals) {
     if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
-    const models = await listCachedModels();
+    const models = listCachedModels();
     if (values.json) {
       writeStdout(JSON.stringify(models, null, 2) + "\n");
       return 0;

@@ -1,7 +1,7 @@
 /**
  * The two Hub calls a pull makes: the repository's file listing
- * (`GET /api/models/ORG/REPO/tree/REVISION?recursive=true`, through
- * `@huggingface/hub`'s `listFiles`, which follows its `Link` pages) and a
+ * (`GET /api/models/ORG/REPO/tree/REVISION?recursive=true`, following its
+ * `Link` pages) and a
  * file's metadata (`HEAD /ORG/REPO/resolve/REVISION/FILE`, following redirects
  * on the Hub's host but not the one to the CDN, as huggingface_hub's
  * `get_hf_file_metadata` does:
@@ -53,62 +53,70 @@ export function encodePath(path: string): string {
   return path.split("/").map(encodeURIComponent).join("/");
 }
 
-/** Every file of `repo` at `revision`. */
+/** Listing pages followed at most (a reason: a `Link` loop must end; 1000 files a page). */
+const MAX_PAGES = 1000;
+
+function nextLink(header: string | null): string | undefined {
+  if (header === null) return undefined;
+  for (const part of header.split(",")) {
+    const m = /<([^>]*)>\s*;\s*rel="?next"?/.exec(part);
+    if (m) return m[1];
+  }
+  return undefined;
+}
+
+/**
+ * Every file of `repo` at `revision`, as huggingface_hub's `list_repo_tree`
+ * asks for it (`/api/models/ORG/REPO/tree/REV?recursive=true&expand=false`,
+ * then each `Link: <...>; rel="next"` page).
+ */
 export async function listRepoFiles(
   client: HubClient,
   repo: string,
   revision: string,
 ): Promise<RepoFile[]> {
-  const { listFiles } = await import("@huggingface/hub");
-  let failed: Response | undefined;
-  // The token goes in through this fetch: listFiles insists on an `hf_` prefix.
-  const fetchWithToken: typeof fetch = async (input, init) => {
-    const url = input instanceof Request ? input.url : String(input);
+  let url: string | undefined = `${client.endpoint}/api/models/${repo}/tree/${
+    encodeURIComponent(revision)
+  }?recursive=true&expand=false`;
+  const files: RepoFile[] = [];
+  for (let page = 0; url !== undefined; page++) {
+    if (page === MAX_PAGES) throw new HubError(`${repo}: more than ${MAX_PAGES} listing pages`);
     let response: Response;
     try {
-      response = await fetch(input, {
-        ...init,
+      response = await fetch(url, {
         headers: headers(client, { accept: "application/json" }),
         signal: AbortSignal.timeout(API_TIMEOUT_MS),
       });
     } catch (error) {
       throw networkError(url, error);
     }
-    if (!response.ok) failed = response.clone();
-    return response;
-  };
-  const files: RepoFile[] = [];
-  try {
-    for await (
-      const entry of listFiles({
-        repo: { type: "model", name: repo },
-        revision,
-        recursive: true,
-        hubUrl: client.endpoint,
-        fetch: fetchWithToken,
-      })
-    ) {
-      if (entry === null || typeof entry !== "object") throw new TypeError("not an object");
-      if (entry.type !== "file" || typeof entry.path !== "string") continue;
+    if (!response.ok) throw await hubErrorFor(response, repo, repo, { hasToken: !!client.token });
+    let entries: unknown;
+    try {
+      entries = await response.json();
+      if (!Array.isArray(entries)) throw new TypeError("not a JSON array");
+    } catch (error) {
+      throw new HubError(
+        `${repo}: unexpected file listing from ${client.endpoint} (${
+          error instanceof Error ? error.message : error
+        })`,
+      );
+    }
+    for (const entry of entries) {
+      if (entry === null || typeof entry !== "object") continue;
+      const { type, path, size, lfs } = entry as Record<string, unknown>;
+      if (type !== "file" || typeof path !== "string") continue;
       // The path is joined onto the cache: one that could leave it is skipped.
-      if (!isSafeRepoPath(entry.path)) continue;
-      const sha = entry.lfs?.oid;
+      if (!isSafeRepoPath(path)) continue;
+      const sha = (lfs as { oid?: unknown } | null | undefined)?.oid;
       files.push({
-        path: entry.path,
-        size_bytes: typeof entry.size === "number" ? entry.size : 0,
+        path,
+        size_bytes: typeof size === "number" ? size : 0,
         sha256: typeof sha === "string" && /^[0-9a-f]{64}$/.test(sha) ? sha : undefined,
       });
     }
-  } catch (error) {
-    if (error instanceof HubError) throw error;
-    if (failed !== undefined) {
-      throw await hubErrorFor(failed, repo, repo, { hasToken: !!client.token });
-    }
-    throw new HubError(
-      `${repo}: unexpected file listing from ${client.endpoint} (${
-        error instanceof Error ? error.message : error
-      })`,
-    );
+    const next = nextLink(response.headers.get("link"));
+    url = next === undefined ? undefined : new URL(next, url).href;
   }
   return files;
 }

@@ -1,6 +1,6 @@
 /**
  * The Hugging Face cache layout, shared with `huggingface_hub`, llama.cpp and
- * `@huggingface/hub`:
+ * `@huggingface/hub` (whose `getHFHubCachePath` reads the same variables):
  *
  * ```text
  * $HF_HUB_CACHE (default $HF_HOME/hub, $HF_HOME default ~/.cache/huggingface)

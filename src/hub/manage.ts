@@ -1,7 +1,7 @@
 /**
  * What `dotllm list` and `dotllm rm` see: the GGUF models in the Hugging Face
- * cache (found with `@huggingface/hub`'s `scanCacheDir`, so whatever
- * huggingface_hub, llama.cpp or dotllm put there), and their removal.
+ * cache (whatever huggingface_hub, llama.cpp or dotllm put there), and their
+ * removal.
  *
  * @module
  */
@@ -33,19 +33,67 @@ export interface CachedModel {
   path: string;
 }
 
-/** Every GGUF model in the cache, sorted by name; `[]` when there is no cache yet. */
-export async function listCachedModels(cacheDir = hubCacheDir()): Promise<CachedModel[]> {
-  if (!fs.existsSync(cacheDir)) return [];
-  const { scanCacheDir } = await import("@huggingface/hub");
-  const info = await scanCacheDir(cacheDir);
+/** The branch names under `refs/`, by the commit each names. */
+function readRefs(repoDir: string): Map<string, string[]> {
+  const byCommit = new Map<string, string[]>();
+  const refsDir = join(repoDir, "refs");
+  const walk = (dir: string) => {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        walk(path);
+        continue;
+      }
+      try {
+        const commit = fs.readFileSync(path, "utf8").trim();
+        const name = relative(refsDir, path).split("\\").join("/");
+        byCommit.set(commit, [...(byCommit.get(commit) ?? []), name]);
+      } catch {
+        // unreadable: not a ref
+      }
+    }
+  };
+  walk(refsDir);
+  return byCommit;
+}
+
+/**
+ * Every GGUF model in the cache, sorted by name; `[]` when there is no cache
+ * yet. It reads the layout as huggingface_hub's `scan_cache_dir` does
+ * (`models--ORG--REPO/snapshots/<commit>/…` and `refs/`), so it lists what
+ * any of the tools sharing the cache downloaded.
+ */
+export function listCachedModels(cacheDir = hubCacheDir()): CachedModel[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(cacheDir);
+  } catch {
+    return [];
+  }
   const models: CachedModel[] = [];
-  for (const repo of info.repos) {
-    if (repo.id.type !== "model") continue;
-    for (const revision of repo.revisions) {
-      const files = revision.files.map((f) => ({
-        file: relative(revision.path, f.path).split("\\").join("/"),
-        path: f.path,
-        size: f.blob.size,
+  for (const name of names) {
+    if (!name.startsWith("models--")) continue;
+    const repo = name.slice("models--".length).split("--").join("/");
+    const repoDir = join(cacheDir, name);
+    const refs = readRefs(repoDir);
+    let commits: string[];
+    try {
+      commits = fs.readdirSync(join(repoDir, "snapshots"));
+    } catch {
+      continue;
+    }
+    for (const commit of commits) {
+      const snapshot = join(repoDir, "snapshots", commit);
+      const files = listSnapshot(snapshot).map((file) => ({
+        file,
+        path: join(snapshot, file),
+        size: fs.statSync(join(snapshot, file)).size,
       }));
       for (const first of files) {
         const split = splitInfo(first.file);
@@ -55,14 +103,14 @@ export async function listCachedModels(cacheDir = hubCacheDir()): Promise<Cached
           return other && other.prefix === split.prefix && other.count === split.count;
         });
         models.push({
-          name: split.tag ? `${repo.id.name}:${split.tag}` : `${repo.id.name}/${first.file}`,
-          repo: repo.id.name,
+          name: split.tag ? `${repo}:${split.tag}` : `${repo}/${first.file}`,
+          repo,
           file: first.file,
           quant: split.tag,
           part_count: parts.length,
           size_bytes: parts.reduce((sum, p) => sum + p.size, 0),
-          commit: revision.commitOid,
-          refs: revision.refs,
+          commit,
+          refs: refs.get(commit) ?? [],
           path: first.path,
         });
       }
