@@ -4,7 +4,7 @@
  * times (target: dotllm <= 1.2x curl). Each dotllm run starts from an empty
  * cache, so it pays for everything a real pull does: the process start, the
  * HEAD to the resolve endpoint, the download, the sha256 check and the move
- * into place. Runs alternate between the two to share the machine's noise.
+ * into place. Runs alternate to share the machine's noise.
  *
  *   deno task bench:pull [--size-mb 250] [--runs 5]
  *
@@ -94,30 +94,31 @@ async function timed(command: string, args: string[], env: Record<string, string
 }
 
 const scratch = join(dir, "scratch");
+const pull = async () => {
+  fs.rmSync(scratch, { recursive: true, force: true });
+  fs.mkdirSync(scratch, { recursive: true });
+  const ms = await timed(
+    Deno.execPath(),
+    [...LAUNCHER_FLAGS, join(root, "cli.ts"), "pull", "bench/pull/model.gguf"],
+    {
+      HF_HOME: scratch,
+      HF_HUB_CACHE: join(scratch, "hub"),
+      HF_ENDPOINT: hubUrl,
+      HF_TOKEN: "",
+      NO_COLOR: "1",
+    },
+  );
+  const blob = join(scratch, "hub", "models--bench--pull", "blobs", sha);
+  if (fs.statSync(blob).size !== sizeBytes) throw new Error("dotllm pull wrote the wrong size");
+  return ms;
+};
 const curlMs: number[] = [];
 const pullMs: number[] = [];
 for (let run = 0; run < runs; run++) {
   fs.rmSync(scratch, { recursive: true, force: true });
   fs.mkdirSync(scratch, { recursive: true });
   curlMs.push(await timed("curl", ["-sS", "-fL", "-o", join(scratch, "curl.gguf"), url]));
-  fs.rmSync(scratch, { recursive: true, force: true });
-  fs.mkdirSync(scratch, { recursive: true });
-  pullMs.push(
-    await timed(Deno.execPath(), [
-      ...LAUNCHER_FLAGS,
-      join(root, "cli.ts"),
-      "pull",
-      "bench/pull/model.gguf",
-    ], {
-      HF_HOME: scratch,
-      HF_HUB_CACHE: join(scratch, "hub"),
-      HF_ENDPOINT: hubUrl,
-      HF_TOKEN: "",
-      NO_COLOR: "1",
-    }),
-  );
-  const blob = join(scratch, "hub", "models--bench--pull", "blobs", sha);
-  if (fs.statSync(blob).size !== sizeBytes) throw new Error("dotllm pull wrote the wrong size");
+  pullMs.push(await pull());
 }
 fs.rmSync(scratch, { recursive: true, force: true });
 await server.shutdown();
@@ -125,17 +126,14 @@ await cdn.shutdown();
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const mbps = (ms: number) => (sizeBytes / 1e6 / (ms / 1000)).toFixed(0);
-const c = median(curlMs);
-const p = median(pullMs);
+const line = (name: string, xs: number[]) =>
+  `${name.padEnd(24)} ${median(xs).toFixed(0).padStart(6)} ms (${mbps(median(xs))} MB/s)  runs: ${
+    xs.map((x) => x.toFixed(0)).join(" ")
+  }`;
 console.log(`file: ${sizeBytes / 1e6} MB over loopback, ${runs} runs each, medians`);
+console.log(line("curl -L", curlMs));
+console.log(line("dotllm pull", pullMs));
 console.log(
-  `curl -L:      ${c.toFixed(0)} ms (${mbps(c)} MB/s)  runs: ${
-    curlMs.map((x) => x.toFixed(0)).join(" ")
-  }`,
+  `ratio dotllm/curl: ${(median(pullMs) / median(curlMs)).toFixed(2)} (target <= 1.20)`,
 );
-console.log(
-  `dotllm pull:  ${p.toFixed(0)} ms (${mbps(p)} MB/s)  runs: ${
-    pullMs.map((x) => x.toFixed(0)).join(" ")
-  }`,
-);
-console.log(`ratio dotllm/curl: ${(p / c).toFixed(2)} (target <= 1.20)`);
+console.log(`load average: ${Deno.loadavg().map((x) => x.toFixed(1)).join(" ")}`);
