@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import process from "node:process";
 import { isatty } from "node:tty";
+import { resolveModel } from "../hub/resolve.ts";
 import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
@@ -16,7 +17,6 @@ import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from 
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
-import { resolveModel } from "../hub/resolve.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
 

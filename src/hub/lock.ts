@@ -26,19 +26,18 @@ export async function withFileLock<T>(
   if (deno !== undefined && typeof deno.open === "function") {
     const file = await deno.open(path, { create: true, write: true });
     try {
+      const locked = file.lock(true);
       if (onWait !== undefined) {
-        // Try without blocking first, to tell the user why we wait.
-        const locked = await Promise.race([
-          file.lock(true).then(() => true),
-          new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 50)),
+        // Give it 50 ms before telling the user why we wait.
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const quick = await Promise.race([
+          locked.then(() => true),
+          new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 50))),
         ]);
-        if (!locked) {
-          onWait();
-          await file.lock(true);
-        }
-      } else {
-        await file.lock(true);
+        clearTimeout(timer);
+        if (!quick) onWait();
       }
+      await locked;
       try {
         return await work();
       } finally {
