@@ -28,13 +28,13 @@ import { VERSION } from "./src/version.ts";
 /** Every command, in the order `--help` lists them. */
 export const commands: readonly Command[] = [
   runCommand,
+  pullCommand,
+  listCommand,
+  rmCommand,
   inspectCommand,
   tokenizeCommand,
   detokenizeCommand,
   benchCommand,
-  pullCommand,
-  listCommand,
-  rmCommand,
 ];
 
 function helpText(): string {
