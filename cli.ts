@@ -28,12 +28,12 @@ import { VERSION } from "./src/version.ts";
 /** Every command, in the order `--help` lists them. */
 export const commands: readonly Command[] = [
   runCommand,
-  pullCommand,
-  listCommand,
-  rmCommand,
   inspectCommand,
   tokenizeCommand,
   detokenizeCommand,
+  pullCommand,
+  listCommand,
+  rmCommand,
   benchCommand,
 ];
 
