@@ -40,6 +40,38 @@ export interface DownloadResult {
   resumed_bytes: number;
 }
 
+/** Bytes asked for per read of a byte stream (a reason: a quarter of the reads and the CPU of 64 KiB chunks). */
+const READ_BYTES = 1 << 20;
+
+/**
+ * A function returning the body's next bytes (`undefined` at the end): a BYOB
+ * reader into one reused 1 MiB buffer where the body is a byte stream (Deno's
+ * fetch), else the default reader. The bytes are valid until the next call.
+ */
+function chunkReader(body: ReadableStream<Uint8Array>): () => Promise<Uint8Array | undefined> {
+  let byob: ReadableStreamBYOBReader | undefined;
+  try {
+    byob = body.getReader({ mode: "byob" });
+  } catch {
+    byob = undefined;
+  }
+  if (byob === undefined) {
+    const reader = body.getReader();
+    return async () => {
+      const { done, value } = await reader.read();
+      return done ? undefined : value;
+    };
+  }
+  const reader = byob;
+  let buffer: ArrayBuffer = new ArrayBuffer(READ_BYTES);
+  return async () => {
+    const { done, value } = await reader.read(new Uint8Array(buffer));
+    if (done || value === undefined) return undefined;
+    buffer = value.buffer as ArrayBuffer;
+    return value;
+  };
+}
+
 /** Downloads `job.url` to `job.blob_path` (see the module doc). */
 export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   const incomplete = job.blob_path + ".incomplete";
@@ -114,11 +146,11 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   let position = have;
   try {
     if (response?.body) {
-      const reader = response.body.getReader();
+      const read = chunkReader(response.body);
       try {
         while (true) {
-          const { done, value } = await reader.read();
-          if (done) break;
+          const value = await read();
+          if (value === undefined) break;
           touch();
           const length = value.length;
           if (position + length > job.size_bytes) {
