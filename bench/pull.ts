@@ -84,12 +84,30 @@ const cdn = Deno.serve({ hostname: "127.0.0.2", port: 0, onListen() {} }, async 
 const hubUrl = `http://127.0.0.1:${server.addr.port}`;
 const url = `${hubUrl}/bench/pull/resolve/main/model.gguf`;
 
-async function timed(command: string, args: string[], env: Record<string, string> = {}) {
+const TIME = "/usr/bin/time"; // GNU time: the child's CPU seconds, steadier than wall time here
+const cpu = { curl: [] as number[], pull: [] as number[] };
+
+async function timed(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  cpuTimes: number[],
+): Promise<number> {
+  const cpuFile = join(dir, "cpu.txt");
+  const useTime = fs.existsSync(TIME);
   const start = performance.now();
-  const out = await new Deno.Command(command, { args, env, stdout: "null", stderr: "piped" })
-    .output();
+  const out = await new Deno.Command(useTime ? TIME : command, {
+    args: useTime ? ["-f", "%U %S", "-o", cpuFile, command, ...args] : args,
+    env,
+    stdout: "null",
+    stderr: "piped",
+  }).output();
   const ms = performance.now() - start;
   if (!out.success) throw new Error(`${command} failed: ${new TextDecoder().decode(out.stderr)}`);
+  if (useTime) {
+    const [user, sys] = fs.readFileSync(cpuFile, "utf8").trim().split(/\s+/).map(Number);
+    cpuTimes.push((user + sys) * 1000);
+  }
   return ms;
 }
 
@@ -107,6 +125,7 @@ const pull = async () => {
       HF_TOKEN: "",
       NO_COLOR: "1",
     },
+    cpu.pull,
   );
   const blob = join(scratch, "hub", "models--bench--pull", "blobs", sha);
   if (fs.statSync(blob).size !== sizeBytes) throw new Error("dotllm pull wrote the wrong size");
@@ -117,7 +136,9 @@ const pullMs: number[] = [];
 for (let run = 0; run < runs; run++) {
   fs.rmSync(scratch, { recursive: true, force: true });
   fs.mkdirSync(scratch, { recursive: true });
-  curlMs.push(await timed("curl", ["-sS", "-fL", "-o", join(scratch, "curl.gguf"), url]));
+  curlMs.push(
+    await timed("curl", ["-sS", "-fL", "-o", join(scratch, "curl.gguf"), url], {}, cpu.curl),
+  );
   pullMs.push(await pull());
 }
 fs.rmSync(scratch, { recursive: true, force: true });
@@ -136,4 +157,11 @@ console.log(line("dotllm pull", pullMs));
 console.log(
   `ratio dotllm/curl: ${(median(pullMs) / median(curlMs)).toFixed(2)} (target <= 1.20)`,
 );
+if (cpu.curl.length > 0) {
+  console.log(
+    `CPU (user+sys) medians: curl ${median(cpu.curl).toFixed(0)} ms, dotllm pull ${
+      median(cpu.pull).toFixed(0)
+    } ms, ratio ${(median(cpu.pull) / median(cpu.curl)).toFixed(2)}`,
+  );
+}
 console.log(`load average: ${Deno.loadavg().map((x) => x.toFixed(1)).join(" ")}`);
