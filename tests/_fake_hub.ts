@@ -47,6 +47,9 @@ export interface FakeHubControl {
   corrupt: boolean;
   /** Files per tree page (0 = one page). */
   pageSize: number;
+  /** Cut this many CDN bodies short (an error mid-stream) after `dropAfterBytes`. */
+  dropCount: number;
+  dropAfterBytes: number;
 }
 
 /** A running fake Hub. */
@@ -103,7 +106,13 @@ function errorResponse(status: number, code: string, message: string): Response 
 
 /** Starts a fake Hub serving `repos` (ORG/REPO -> files) on a free port. */
 export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
-  const control: FakeHubControl = { rateBytesPerSecond: 0, corrupt: false, pageSize: 0 };
+  const control: FakeHubControl = {
+    rateBytesPerSecond: 0,
+    corrupt: false,
+    pageSize: 0,
+    dropCount: 0,
+    dropAfterBytes: 0,
+  };
   const blobs = new Map<string, Uint8Array>();
   for (const repo of Object.values(repos)) {
     for (const [path, file] of Object.entries(repo.files)) {
@@ -254,6 +263,8 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
     let offset = 0;
     const transfer = { range: request.headers.get("range"), bytes: 0 };
     transfers.push(transfer);
+    const drop = control.dropCount > 0;
+    if (drop) control.dropCount--;
     const stream = new ReadableStream<Uint8Array>({
       async pull(controller) {
         if (offset >= body.length) {
@@ -262,6 +273,10 @@ export function startFakeHub(repos: Record<string, FakeRepo>): FakeHub {
         }
         if (control.rateBytesPerSecond > 0) {
           await new Promise((r) => setTimeout(r, (chunkBytes / control.rateBytesPerSecond) * 1000));
+        }
+        if (drop && transfer.bytes >= control.dropAfterBytes) {
+          controller.error(new Error("connection reset by the fake CDN"));
+          return;
         }
         const chunk = body.subarray(offset, offset + chunkBytes);
         offset += chunk.length;

@@ -135,6 +135,42 @@ Deno.test("a pull killed halfway resumes with a Range request and transfers only
   assert.ok(!fs.existsSync(blob + ".incomplete"));
 });
 
+Deno.test("a connection dropped midway is resumed in the same run, from where it stopped", async () => {
+  await using hub = startFakeHub(storiesRepo());
+  hub.control.dropCount = 2;
+  hub.control.dropAfterBytes = 300_000;
+  using home = tempHome();
+  const result = await runCli(["pull", "org/stories:Q8_0", "--json"], hubEnv(home.path, hub.url));
+  assert.equal(result.code, 0, result.stderr);
+  const ranges = hub.transfers.map((t) => t.range);
+  assert.equal(ranges.length, 3, JSON.stringify(hub.transfers));
+  assert.equal(ranges[0], null);
+  assert.match(ranges[1]!, /^bytes=\d+-$/);
+  assert.match(ranges[2]!, /^bytes=\d+-$/);
+  const total = hub.transfers.reduce((sum, t) => sum + t.bytes, 0);
+  assert.ok(total < STORIES.length + 2 * 16384, `sent ${total} bytes in all`);
+  const lines = result.stderr.trim().split("\n");
+  assert.equal(lines.length, 2, result.stderr);
+  for (const line of lines) {
+    assert.match(
+      line,
+      /^dotllm: stories-Q8_0.gguf: download interrupted after \d+ of 1185376 bytes \(.*\): resuming$/,
+    );
+  }
+  const json = JSON.parse(result.stdout);
+  assert.deepEqual(new Uint8Array(fs.readFileSync(json.model_path)), STORIES);
+  assert.equal(json.files[0].resumed_bytes, 0);
+
+  // A connection that keeps dropping before any byte ends the run, keeping nothing wrong.
+  using home2 = tempHome();
+  hub.control.dropCount = 100;
+  hub.control.dropAfterBytes = 0;
+  const failed = await runCli(["pull", "org/stories:Q8_0"], hubEnv(home2.path, hub.url));
+  assert.equal(failed.code, 1);
+  assert.match(failed.stderr, /run the pull again to resume\n$/);
+  assert.ok(!fs.existsSync(join(repoDir(home2.path), "blobs", sha256(STORIES))));
+});
+
 Deno.test("a corrupted download is refused, deleted and never moved into place", async () => {
   await using hub = startFakeHub(storiesRepo());
   using home = tempHome();

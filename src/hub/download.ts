@@ -103,7 +103,11 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
     } catch (error) {
       clearInterval(idle);
       const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
-      throw new HubError(`${job.label}: download failed (${reason}); run the pull again to resume`);
+      throw new HubError(
+        `${job.label}: download failed (${reason}); run the pull again to resume`,
+        0,
+        true,
+      );
     }
     if (response.status === 416 && have === job.size_bytes) {
       await response.body?.cancel();
@@ -171,6 +175,8 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
         throw new HubError(
           `${job.label}: download interrupted after ${position} of ${job.size_bytes} bytes ` +
             `(${reason}); run the pull again to resume`,
+          0,
+          true,
         );
       }
     }
@@ -178,6 +184,8 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
       throw new HubError(
         `${job.label}: the connection closed after ${position} of ${job.size_bytes} bytes; ` +
           "run the pull again to resume",
+        0,
+        true,
       );
     }
     const digest = sink.finish();

@@ -9,10 +9,13 @@
 export class HubError extends Error {
   /** The HTTP status, or 0 for a network failure. */
   readonly status: number;
-  constructor(message: string, status = 0) {
+  /** A download cut short: its `.incomplete` file is kept, and a retry resumes it. */
+  readonly resumable: boolean;
+  constructor(message: string, status = 0, resumable = false) {
     super(message);
     this.name = "HubError";
     this.status = status;
+    this.resumable = resumable;
   }
 }
 

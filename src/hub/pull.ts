@@ -228,7 +228,7 @@ async function pullOnline(
       const label = files.length > 1 ? file : file.slice(file.lastIndexOf("/") + 1);
       await withBlobLock(cacheDir, ref.repo, meta.etag, label, options, async () => {
         if (fileExists(blob)) return; // another pull finished it while we waited
-        const result = await downloadBlob({
+        const result = await downloadWithRetries({
           url: meta.download_url,
           etag: meta.etag,
           size_bytes: meta.size_bytes,
@@ -240,7 +240,7 @@ async function pullOnline(
           label,
           progress: (start) =>
             options.progress === false ? noProgress : progressFor(label, meta.size_bytes, start),
-        });
+        }, options.notice);
         entry.transferred_bytes = result.transferred_bytes;
         entry.resumed_bytes = result.resumed_bytes;
       });
@@ -257,6 +257,44 @@ async function pullOnline(
     files: pulled,
     offline: false,
   };
+}
+
+/** Tries per file when the connection drops (a reason: huggingface_hub retries 5 times too). */
+const DOWNLOAD_ATTEMPTS = 5;
+
+/**
+ * {@link downloadBlob}, resumed in this run when the connection drops midway
+ * (each retry asks only for the missing bytes), as long as each try gets
+ * some bytes further.
+ */
+async function downloadWithRetries(
+  job: Parameters<typeof downloadBlob>[0],
+  notice?: (message: string) => void,
+): Promise<{ transferred_bytes: number; resumed_bytes: number }> {
+  const initial = partialBytes(job.blob_path);
+  let before = initial;
+  let gained = 0; // bytes the failed tries added
+  for (let attempt = 1;; attempt++) {
+    try {
+      const result = await downloadBlob(job);
+      return { transferred_bytes: gained + result.transferred_bytes, resumed_bytes: initial };
+    } catch (error) {
+      const now = partialBytes(job.blob_path);
+      const resumable = error instanceof HubError && error.resumable;
+      if (!resumable || attempt >= DOWNLOAD_ATTEMPTS || now <= before) throw error;
+      gained += now - before;
+      before = now;
+      notice?.(`${error.message.replace(/; run the pull again to resume$/, "")}: resuming`);
+    }
+  }
+}
+
+function partialBytes(blobPath: string): number {
+  try {
+    return fs.statSync(blobPath + ".incomplete").size;
+  } catch {
+    return 0;
+  }
 }
 
 async function withBlobLock(
