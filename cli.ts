@@ -20,6 +20,9 @@ import { prepareLibrary } from "./src/native/locate.ts";
 import { errorStyle } from "./src/cli/terminal.ts";
 import { tokenizeCommand } from "./src/cli/tokenize.ts";
 import { detokenizeCommand } from "./src/cli/detokenize.ts";
+import { listCommand } from "./src/cli/list.ts";
+import { pullCommand } from "./src/cli/pull.ts";
+import { rmCommand } from "./src/cli/rm.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
@@ -28,6 +31,9 @@ export const commands: readonly Command[] = [
   inspectCommand,
   tokenizeCommand,
   detokenizeCommand,
+  pullCommand,
+  listCommand,
+  rmCommand,
   benchCommand,
 ];
 

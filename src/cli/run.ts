@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import process from "node:process";
 import { isatty } from "node:tty";
+import { resolveModel } from "../hub/resolve.ts";
 import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
@@ -262,6 +263,7 @@ function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
 
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
   const args = parseRunArgs(values, positionals); // reads the prompt (maybe stdin)
+  args.model = await resolveModel(args.model);
   const start = performance.now();
   const model = loadModel(args);
   try {
