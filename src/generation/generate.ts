@@ -29,7 +29,7 @@
  *
  * @module
  */
-import type { LlamaModel } from "../model/model.ts";
+import type { LlamaModel } from "../model/llama_model.ts";
 import type { Sampler } from "../sampler/sampler.ts";
 import { StopMatcher } from "./stop.ts";
 
