@@ -494,10 +494,13 @@ export class Kernels {
     slotRows: number,
     window: number,
   ): void {
-    if (window !== 0) {
-      throw new RangeError("sliding-window attention needs the native positions ABI");
-    }
     const pos = this.#ints(positions, tokens), sl = this.#ints(slots, tokens);
+    // A window cuts nothing while every position is below it.
+    for (let t = 0; window > 0 && t < tokens; t++) {
+      if (pos[t] >= window) {
+        throw new RangeError("sliding-window attention needs the native positions ABI");
+      }
+    }
     const slotBytes = slotRows * kvHeads * headDim * (cacheType === WeightType.F16 ? 2 : 4);
     const rowBytes = heads * headDim * 4;
     for (let t = 0, end = 0; t < tokens; t = end) {

@@ -1,0 +1,111 @@
+/**
+ * The architecture table: an architecture not in it is refused with the list
+ * of those that are; keys are read under the entry's prefix and a missing one
+ * is named; `mistral` runs the llama graph with its sliding window per layer;
+ * an optional tensor an entry does not use is refused, not ignored.
+ */
+import assert from "node:assert/strict";
+import type { Gguf, GgufValue } from "../src/gguf/reader.ts";
+import { GgmlType } from "../src/gguf/types.ts";
+import {
+  architectureOf,
+  ARCHITECTURES,
+  LlamaModel,
+  Model,
+  ModelError,
+  SUPPORTED_ARCHITECTURES,
+  tensorName,
+} from "../src/model/mod.ts";
+import { loadNative } from "../src/native/mod.ts";
+import { Kernels } from "../src/kernels/mod.ts";
+import { syntheticModel } from "./_synthetic.ts";
+
+const native = loadNative();
+
+/** `gguf` with its `llama.*` keys moved to `<arch>.*`, plus `extra` keys. */
+function asArchitecture(gguf: Gguf, arch: string, extra: [string, GgufValue][] = []): Gguf {
+  const metadata = new Map<string, GgufValue>();
+  for (const [k, v] of gguf.metadata) metadata.set(k.replace(/^llama\./, `${arch}.`), v);
+  metadata.set("general.architecture", arch);
+  for (const [k, v] of extra) metadata.set(k, v);
+  return { ...gguf, metadata };
+}
+
+Deno.test("architecture table: llama and mistral; others refused with the supported list", () => {
+  assert.deepEqual(SUPPORTED_ARCHITECTURES, ["llama", "mistral"]);
+  for (const arch of ARCHITECTURES.values()) {
+    assert.equal(arch.rope, "normal");
+    assert.equal(arch.activation, "silu");
+    assert.equal(
+      arch.attentionScale({ embeddingLength: 64, headDim: 16, blockCount: 2, slidingWindow: 0 }),
+      0.25,
+    );
+  }
+  assert.throws(
+    () => architectureOf("qwen2"),
+    (e: Error) =>
+      e instanceof ModelError &&
+      e.message === 'unsupported architecture "qwen2" (supported: llama, mistral)',
+  );
+  assert.equal(tensorName("wq", 7), "blk.7.attn_q.weight");
+  const s = syntheticModel(native, { type: GgmlType.F32 });
+  try {
+    assert.throws(
+      () => new Model(native, asArchitecture(s.gguf, "gemma3"), s.base),
+      /unsupported architecture "gemma3" \(supported: llama, mistral\)/,
+    );
+    const missing = asArchitecture(s.gguf, "mistral");
+    (missing.metadata as Map<string, GgufValue>).delete("mistral.block_count");
+    assert.throws(
+      () => new Model(native, missing, s.base),
+      /missing metadata key "mistral.block_count"/,
+    );
+    const bad = asArchitecture(s.gguf, "mistral", [["mistral.attention.sliding_window", -3]]);
+    assert.throws(
+      () => new Model(native, bad, s.base),
+      /"mistral.attention.sliding_window" must be/,
+    );
+  } finally {
+    s.memory.free();
+  }
+});
+
+Deno.test("mistral: the llama graph under mistral.* keys, its sliding window on every layer", () => {
+  const s = syntheticModel(native, { type: GgmlType.Q8_0 });
+  try {
+    const prompt = [1, 5, 9, 77, 3, 100, 42, 8, 19];
+    const run = (gguf: Gguf) => {
+      using kernels = new Kernels(native, 2);
+      using m = new LlamaModel(native, gguf, s.base, undefined, { kernels });
+      const out = [m.forward(prompt, 0).slice()];
+      for (let i = 0; i < 3; i++) out.push(m.forward([i + 10], prompt.length + i).slice());
+      return { out, windows: Array.from(m.model.layerWindows) };
+    };
+    const llama = run(s.gguf);
+    assert.deepEqual(llama.windows, [0, 0]);
+    const mistral = run(
+      asArchitecture(s.gguf, "mistral", [["mistral.attention.sliding_window", 32]]),
+    );
+    assert.deepEqual(mistral.windows, [32, 32]);
+    // Positions stay below the window, so it cuts nothing: the same function.
+    mistral.out.forEach((l, i) => assert.deepEqual(l, llama.out[i], `step ${i}`));
+  } finally {
+    s.memory.free();
+  }
+});
+
+Deno.test("weights: an optional tensor the architecture does not use is refused, naming it", () => {
+  const s = syntheticModel(native, { type: GgmlType.F32 });
+  try {
+    const q = s.gguf.tensorsByName.get("blk.1.attn_norm.weight")!; // any F32 vector
+    const bias = { ...q, name: "blk.1.attn_q_norm.weight", dims: [16] };
+    const tensors = [...s.gguf.tensors, bias];
+    const gguf = { ...s.gguf, tensors, tensorsByName: new Map(tensors.map((t) => [t.name, t])) };
+    assert.throws(
+      () => new Model(native, gguf, s.base),
+      /tensor "blk.1.attn_q_norm.weight" is not used by architecture "llama"/,
+    );
+  } finally {
+    s.memory.free();
+  }
+});
