@@ -10,6 +10,8 @@ import { GgmlType } from "../src/gguf/types.ts";
 import {
   architectureOf,
   ARCHITECTURES,
+  Batch,
+  Context,
   LlamaModel,
   Model,
   ModelError,
@@ -106,6 +108,68 @@ Deno.test("weights: an optional tensor the architecture does not use is refused,
       /tensor "blk.1.attn_q_norm.weight" is not used by architecture "llama"/,
     );
   } finally {
+    s.memory.free();
+  }
+});
+
+Deno.test("fused QKV and fused gate+up (an entry with both) compute what the separate matrices do", () => {
+  const s = syntheticModel(native, { type: GgmlType.F32 });
+  const fusedMemory = native.alloc(s.memory.byteLength * 2);
+  try {
+    // The same weights with attn_q/k/v stacked into attn_qkv and ffn_gate above ffn_up.
+    const bytes = fusedMemory.bytes();
+    bytes.set(s.memory.bytes());
+    let end = s.memory.byteLength;
+    const byName = s.gguf.tensorsByName;
+    const tensors = s.gguf.tensors.filter((t) => !/attn_[qkv]\.|ffn_gate|ffn_up/.test(t.name));
+    const stack = (name: string, parts: string[]) => {
+      const infos = parts.map((p) => byName.get(p)!);
+      const offset = Math.ceil(end / 32) * 32;
+      let at = offset;
+      for (const t of infos) {
+        bytes.set(s.memory.bytes().subarray(t.dataOffset, t.dataOffset + t.sizeBytes), at);
+        at += t.sizeBytes;
+      }
+      const rows = infos.reduce((n, t) => n + t.dims[1], 0);
+      tensors.push({
+        ...infos[0],
+        name,
+        dims: [infos[0].dims[0], rows],
+        offset,
+        dataOffset: offset,
+        elementCount: infos[0].dims[0] * rows,
+        sizeBytes: at - offset,
+      });
+      end = at;
+    };
+    for (let l = 0; l < 2; l++) {
+      const p = `blk.${l}.`;
+      stack(`${p}attn_qkv.weight`, [`${p}attn_q.weight`, `${p}attn_k.weight`, `${p}attn_v.weight`]);
+      stack(`${p}ffn_up.weight`, [`${p}ffn_gate.weight`, `${p}ffn_up.weight`]);
+    }
+    const fused = { ...s.gguf, tensors, tensorsByName: new Map(tensors.map((t) => [t.name, t])) };
+    const entry = { ...architectureOf("llama"), fusedQkv: true, fusedGateUp: true };
+    const prompt = [1, 5, 9, 77, 3, 100, 42, 8, 19];
+    const logits = (model: Model) => {
+      using context = new Context(model, { threads: 2, contextSize: 32, maxLogits: 16 });
+      const batch = new Batch(16);
+      prompt.forEach((id, i) => batch.add(id, i, 0, true));
+      assert.equal(context.decode(batch), prompt.length);
+      return Array.from({ length: prompt.length }, (_, r) => context.logits(r).slice());
+    };
+    using plain = new Model(native, s.gguf, s.base);
+    using stacked = new Model(native, fused, fusedMemory.address, undefined, entry);
+    assert.ok(stacked.weights.layers[0].wqkv && !stacked.weights.layers[0].wq);
+    assert.ok(!stacked.weights.layers[0].wGate && stacked.weights.layers[0].wUp.rowCount === 192);
+    const want = logits(plain), got = logits(stacked);
+    got.forEach((l, i) => assert.deepEqual(l, want[i], `token ${i}`));
+    // Refused as plain llama: the fused tensor is not one llama uses.
+    assert.throws(
+      () => new Model(native, fused, fusedMemory.address),
+      /missing tensor "blk.0.attn_q.weight"/,
+    );
+  } finally {
+    fusedMemory.free();
     s.memory.free();
   }
 });
