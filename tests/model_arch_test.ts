@@ -20,6 +20,7 @@ import {
 } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { Kernels } from "../src/kernels/mod.ts";
+import { ReferenceKernels } from "./_reference_kernels.ts";
 import { syntheticModel } from "./_synthetic.ts";
 
 const native = loadNative();
@@ -170,6 +171,75 @@ Deno.test("fused QKV and fused gate+up (an entry with both) compute what the sep
     );
   } finally {
     fusedMemory.free();
+    s.memory.free();
+  }
+});
+
+Deno.test("Q/K norms and post-attention / post-FFN norms: native kernels = reference, and they act", () => {
+  const s = syntheticModel(native, { type: GgmlType.F32 });
+  const headDim = 16, embd = 64;
+  const extra: { name: string; values: Float32Array }[] = [];
+  const rng = (seed: number, n: number) =>
+    Float32Array.from({ length: n }, (_, i) => 0.5 + ((i * 7919 + seed * 104729) % 1000) / 1000);
+  for (let l = 0; l < 2; l++) {
+    extra.push({ name: `blk.${l}.attn_q_norm.weight`, values: rng(4 * l + 1, headDim) });
+    extra.push({ name: `blk.${l}.attn_k_norm.weight`, values: rng(4 * l + 2, headDim) });
+    extra.push({ name: `blk.${l}.post_attention_norm.weight`, values: rng(4 * l + 3, embd) });
+    extra.push({ name: `blk.${l}.post_ffw_norm.weight`, values: rng(4 * l + 4, embd) });
+  }
+  const memory = native.alloc(s.memory.byteLength + extra.length * (embd * 4 + 64));
+  try {
+    const bytes = memory.bytes();
+    bytes.set(s.memory.bytes());
+    const tensors = [...s.gguf.tensors];
+    let at = Math.ceil(s.memory.byteLength / 32) * 32;
+    const template = s.gguf.tensorsByName.get("output_norm.weight")!;
+    for (const { name, values } of extra) {
+      bytes.set(new Uint8Array(values.buffer), at);
+      const n = values.length;
+      tensors.push({
+        ...template,
+        name,
+        dims: [n],
+        offset: at,
+        dataOffset: at,
+        elementCount: n,
+        sizeBytes: 4 * n,
+      });
+      at += Math.ceil((4 * n) / 32) * 32;
+    }
+    const gguf = { ...s.gguf, tensors, tensorsByName: new Map(tensors.map((t) => [t.name, t])) };
+    const entry = {
+      ...architectureOf("llama"),
+      qkNorm: "optional",
+      postAttentionNorm: "optional",
+      postFfnNorm: "required",
+    } as const;
+    const prompt = [1, 5, 9, 77, 3, 100];
+    const logits = (model: Model, kernels?: ReferenceKernels) => {
+      using context = new Context(model, { threads: 2, contextSize: 32, kernels });
+      const batch = new Batch(16);
+      prompt.forEach((id, i) => batch.add(id, i, 0, i === prompt.length - 1));
+      context.decode(batch);
+      return context.logits(0).slice();
+    };
+    using normed = new Model(native, gguf, memory.address, undefined, entry);
+    const L = normed.weights.layers[1];
+    assert.ok(L.qNorm && L.kNorm && L.postAttnNorm && L.postFfnNorm);
+    const got = logits(normed), reference = logits(normed, new ReferenceKernels(native));
+    let diff = 0;
+    for (let i = 0; i < got.length; i++) diff = Math.max(diff, Math.abs(got[i] - reference[i]));
+    assert.ok(diff < 1e-4, `native vs reference ${diff}`);
+    using plain = new Model(native, s.gguf, s.base);
+    const without = logits(plain);
+    assert.ok(without.some((x, i) => Math.abs(x - got[i]) > 1e-2), "the norms change the logits");
+    // "required" post-FFN norm missing: named.
+    assert.throws(
+      () => new Model(native, s.gguf, s.base, undefined, entry),
+      /missing tensor "blk.0.post_ffw_norm.weight"/,
+    );
+  } finally {
+    memory.free();
     s.memory.free();
   }
 });
