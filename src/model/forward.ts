@@ -30,6 +30,7 @@ export interface ForwardCache {
   /** 0 = F32, 1 = F16. */
   readonly cacheTypeId: number;
   readonly slotRows: number;
+  readonly slotCount: number;
   /** Address of layer `l`'s K cache. */
   kAddress(layer: number): number;
   /** Address of layer `l`'s V cache. */
@@ -105,7 +106,7 @@ export function forward(
   const F = c.feedForwardLength;
   const eps = c.rmsEpsilon;
   const ct = cache.cacheTypeId;
-  const rows = cache.slotRows;
+  const rows = cache.slotRows, slotCount = cache.slotCount;
   const neox = arch.rope === "neox";
   const freqs = w.ropeFreqs?.address ?? 0;
   const scale = arch.attentionScale(c);
@@ -138,10 +139,26 @@ export function forward(
     if (L.kNorm !== undefined) k.rmsnorm(kk, kk, L.kNorm.address, D, T * Hkv, eps); // k per head
     k.rope(q, T, H, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, neox); // q [T][H][D]
     k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, neox); // k [T][Hkv][D]
-    k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows); // kCache[slot][pos]
-    k.storeKv(ct, vCache, v, pos, slots, T, KV, rows); // vCache[slot][pos]
+    k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows, slotCount); // kCache[slot][pos]
+    k.storeKv(ct, vCache, v, pos, slots, T, KV, rows, slotCount); // vCache[slot][pos]
     const window = m.layerWindows[l];
-    k.attention(ct, att, q, kCache, vCache, T, pos, slots, H, Hkv, D, scale, rows, window); // att [T][H·D]
+    k.attention(
+      ct,
+      att,
+      q,
+      kCache,
+      vCache,
+      T,
+      pos,
+      slots,
+      H,
+      Hkv,
+      D,
+      scale,
+      rows,
+      window,
+      slotCount,
+    ); // att [T][H·D]
     k.matmul(L.wo.type, xb, L.wo.address, att, E, Q, T); // xb [T][E]
     if (L.postAttnNorm !== undefined) k.rmsnorm(xb, xb, L.postAttnNorm.address, E, T, eps); // xb [T][E]
     k.add(x, x, xb, T * E); // x += attention
