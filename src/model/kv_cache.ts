@@ -65,19 +65,17 @@ export class KvCache implements ForwardCache {
       throw error;
     }
     this.byteLength = 2 * bytes;
+    const layerBytes = this.#layerBytes, k = this.#k.address, v = this.#v.address;
+    this.kLayers = Float64Array.from({ length: shape.layers }, (_, l) => k + l * layerBytes);
+    this.vLayers = Float64Array.from({ length: shape.layers }, (_, l) => v + l * layerBytes);
     this.#history = Array.from({ length: slots }, () => new Int32Array(slotRows));
     this.#lengths = new Int32Array(slots);
   }
 
-  /** Address of layer `layer`'s K cache. */
-  kAddress(layer: number): number {
-    return this.#k.address + layer * this.#layerBytes;
-  }
-
-  /** Address of layer `layer`'s V cache. */
-  vAddress(layer: number): number {
-    return this.#v.address + layer * this.#layerBytes;
-  }
+  /** Address of each layer's K cache. */
+  readonly kLayers: Float64Array;
+  /** Address of each layer's V cache. */
+  readonly vLayers: Float64Array;
 
   #slot(slot: number): number {
     if (!Number.isInteger(slot) || slot < 0 || slot >= this.slotCount) {
