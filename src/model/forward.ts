@@ -31,10 +31,10 @@ export interface ForwardCache {
   readonly cacheTypeId: number;
   readonly slotRows: number;
   readonly slotCount: number;
-  /** Address of each layer's K cache (a typed array: read without boxing in the decode loop). */
-  readonly kLayers: Float64Array;
+  /** Address of each layer's K cache. */
+  readonly kLayers: readonly number[];
   /** Address of each layer's V cache. */
-  readonly vLayers: Float64Array;
+  readonly vLayers: readonly number[];
 }
 
 /**
