@@ -14,6 +14,7 @@ pub const kernels = @import("kernels.zig");
 pub const attention = @import("attention.zig");
 pub const membench = @import("membench.zig");
 pub const graph = @import("graph.zig");
+pub const quant_rows = @import("quant_rows.zig");
 
 /// Panics on a pool worker are reported to the dispatching caller instead of
 /// aborting (see `pool.zig`); anywhere else this is Zig's default handler.
@@ -38,6 +39,7 @@ comptime {
     _ = attention;
     _ = membench;
     _ = graph;
+    _ = quant_rows;
 }
 
 test {

@@ -106,6 +106,9 @@ export const symbols = {
   dotllm_bench_read: { args: ["ptr", "ptr", "usize"], result: "u64" },
   // ffi/graph.zig
   dotllm_graph_run: { args: ["ptr", "ptr", "usize"], result: "i32" },
+  // row conversion by ggml type id: (type, src, dst, elements) -> 0 or -1
+  dotllm_quantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
+  dotllm_dequantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The symbol table's type. */
