@@ -210,7 +210,10 @@ export function quantizeFile(
   }
 }
 
-/** The plan alone (`--dry-run`): what would be written, nothing read but the header. */
+/**
+ * The plan alone (`--dry-run`): what would be written, nothing read but the
+ * header, and whether the native library can compute each type left unasked.
+ */
 export function planFile(inPath: string, options: QuantizeOptions): QuantizationPlan {
   const native = loadNative();
   let mapped;
@@ -223,7 +226,8 @@ export function planFile(inPath: string, options: QuantizeOptions): Quantization
     );
   }
   try {
-    return planQuantization(parseGguf(mapped.bytes), options, nativeConverters(native));
+    const any = { canQuantize: () => true, canDequantize: () => true };
+    return planQuantization(parseGguf(mapped.bytes), options, any);
   } catch (error) {
     if (error instanceof QuantizeError || error instanceof GgufError) {
       throw new QuantizeError(`${inPath}: ${error.message}`);
