@@ -7,26 +7,23 @@
 const std = @import("std");
 const quant = @import("quant.zig");
 
-/// ggml's Q4_1 block (d, m, 16 bytes of nibbles); dequantize only, until quant_legacy.zig lands.
-const BlockQ4_1 = extern struct { d: f16, m: f16, qs: [16]u8 };
+const legacy = @import("quant_legacy.zig");
+const kq = @import("quant_k.zig");
 
-comptime {
-    std.debug.assert(@sizeOf(BlockQ4_1) == 20);
-}
-
-/// ggml's dequantize_row_q4_1: y = q * d + m (no FMA: ggml-base is built without it).
-fn dequantizeRowQ4_1(x: []align(1) const BlockQ4_1, y: []f32) void {
-    for (x, 0..) |b, i| {
-        const d: f32 = b.d;
-        const m: f32 = b.m;
-        for (0..16) |j| {
-            const x0: f32 = @floatFromInt(b.qs[j] & 0x0f);
-            const x1: f32 = @floatFromInt(b.qs[j] >> 4);
-            y[i * 32 + j] = x0 * d + m;
-            y[i * 32 + j + 16] = x1 * d + m;
-        }
+/// Every block type with the contract's namespace (quantizeRowRef / dequantizeRow), found by
+/// name so that types land here as their modules gain them.
+const block_types = blk: {
+    const candidates = .{
+        .{ legacy, "Q4_0" },   .{ legacy, "Q4_1" }, .{ legacy, "Q5_0" }, .{ legacy, "Q5_1" },
+        .{ legacy, "IQ4_NL" }, .{ kq, "Q2_K" },     .{ kq, "Q3_K" },     .{ kq, "Q4_K" },
+        .{ kq, "Q5_K" },       .{ kq, "Q6_K" },     .{ kq, "IQ4_XS" },
+    };
+    var list: []const type = &.{};
+    for (candidates) |c| {
+        if (@hasDecl(c[0], c[1])) list = list ++ [_]type{@field(c[0], c[1])};
     }
-}
+    break :blk list;
+};
 
 export fn dotllm_quantize_row(type_id: u32, x: [*]const f32, y: [*]u8, n: usize) i32 {
     switch (type_id) {
@@ -38,7 +35,17 @@ export fn dotllm_quantize_row(type_id: u32, x: [*]const f32, y: [*]u8, n: usize)
             const blocks: [*]align(1) quant.BlockQ8_0 = @ptrCast(y);
             quant.quantizeRowQ8_0(x[0..n], blocks[0 .. n / quant.qk8_0]);
         },
-        else => return -1,
+        else => {
+            inline for (block_types) |B| {
+                if (type_id == B.ggml_type) {
+                    if (n % B.block_elems != 0) return -1;
+                    const blocks: [*]align(1) B.Block = @ptrCast(y);
+                    B.quantizeRowRef(x[0..n], blocks[0 .. n / B.block_elems]);
+                    return 0;
+                }
+            }
+            return -1;
+        },
     }
     return 0;
 }
@@ -53,12 +60,17 @@ export fn dotllm_dequantize_row(type_id: u32, x: [*]const u8, y: [*]f32, n: usiz
             const blocks: [*]align(1) const quant.BlockQ8_0 = @ptrCast(x);
             quant.dequantizeRowQ8_0(blocks[0 .. n / quant.qk8_0], y[0..n]);
         },
-        3 => {
-            if (n % 32 != 0) return -1;
-            const blocks: [*]align(1) const BlockQ4_1 = @ptrCast(x);
-            dequantizeRowQ4_1(blocks[0 .. n / 32], y[0..n]);
+        else => {
+            inline for (block_types) |B| {
+                if (type_id == B.ggml_type) {
+                    if (n % B.block_elems != 0) return -1;
+                    const blocks: [*]align(1) const B.Block = @ptrCast(x);
+                    B.dequantizeRow(blocks[0 .. n / B.block_elems], y[0..n]);
+                    return 0;
+                }
+            }
+            return -1;
         },
-        else => return -1,
     }
     return 0;
 }
