@@ -125,7 +125,8 @@ function describeIoError(error: unknown): string {
 
 /**
  * Quantizes `inPath` into `outPath` as `options` says; returns the plan and
- * the size written. Throws {@linkcode QuantizeError} with a one-line message
+ * the size written. `io` replaces the file writes (tests use it to run out of
+ * disk where they cannot mount a small file system). Throws {@linkcode QuantizeError} with a one-line message
  * naming the file or tensor for anything that goes wrong.
  */
 export function quantizeFile(
@@ -133,6 +134,7 @@ export function quantizeFile(
   outPath: string,
   options: QuantizeOptions,
   onProgress?: (progress: QuantizeProgress) => void,
+  io: { writeSync: (fd: number, bytes: Uint8Array) => number } = { writeSync },
 ): QuantizeResult {
   const native = loadNative();
   let mapped;
@@ -176,7 +178,7 @@ export function quantizeFile(
       const sink: ByteSink = {
         write(bytes) {
           let rest = bytes;
-          while (rest.length > 0) rest = rest.subarray(writeSync(fd, rest));
+          while (rest.length > 0) rest = rest.subarray(io.writeSync(fd, rest));
         },
       };
       try {
