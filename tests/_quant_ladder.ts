@@ -58,10 +58,10 @@ export function sha256File(path: string): string {
   return hash.digest("hex");
 }
 
-function ensure(path: string, sha256: string, make: () => void): string {
+async function ensure(path: string, sha256: string, make: () => Promise<unknown>): Promise<string> {
   if (existsSync(path) && sha256File(path) === sha256) return path;
   mkdirSync(modelsDir, { recursive: true });
-  make();
+  await make();
   const got = sha256File(path);
   if (got !== sha256) {
     throw new Error(`${path}: sha256 ${got}, llama-quantize's is ${sha256}`);
@@ -70,21 +70,25 @@ function ensure(path: string, sha256: string, make: () => void): string {
 }
 
 /** `models/smollm2-f32.gguf`, made (once) from the real Q4_1 file with `--allow-requantize`. */
-export function ladderF32(): string {
+export function ladderF32(): Promise<string> {
   const { f32 } = quantizeGolden;
   const path = join(modelsDir, f32.file);
-  return ensure(path, f32.sha256, () => {
-    quantizeFile(sourceModel, path, { type: parseQuantType("F32")!, allowRequantize: true });
-  });
+  return ensure(
+    path,
+    f32.sha256,
+    () => quantizeFile(sourceModel, path, { type: parseQuantType("F32")!, allowRequantize: true }),
+  );
 }
 
 /** The ladder file of `type` (`"Q4_K_M"`, or `"Q4_K"` with `pure`), made once from the F32 file. */
-export function ladderFile(type: string, pure = false): string {
+export async function ladderFile(type: string, pure = false): Promise<string> {
   const entry = quantizeGolden.ladder.find((e) => e.type === type && e.pure === pure);
   if (entry === undefined) throw new Error(`no ladder entry for ${type}${pure ? " --pure" : ""}`);
-  const f32 = ladderF32();
+  const f32 = await ladderF32();
   const path = join(modelsDir, entry.file);
-  return ensure(path, entry.sha256, () => {
-    quantizeFile(f32, path, { type: parseQuantType(type)!, pure });
-  });
+  return ensure(
+    path,
+    entry.sha256,
+    () => quantizeFile(f32, path, { type: parseQuantType(type)!, pure }),
+  );
 }

@@ -241,7 +241,7 @@ Deno.test(
     const out = join(small, "out.gguf");
     let written = 0;
     const fullAt = 64 << 10;
-    assert.throws(
+    await assert.rejects(
       () =>
         quantizeFile(input, out, { type: parseQuantType("F16")! }, undefined, {
           writeSync(_fd, bytes) {

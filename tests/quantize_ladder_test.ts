@@ -47,8 +47,8 @@ Deno.test("quantize: Q4_1 SmolLM2 -> F32 equals llama-quantize --allow-requantiz
   assert.equal(sha, f32.sha256);
 });
 
-Deno.test("quantize: every ladder type's plan has llama-quantize's file size", () => {
-  const f32 = ladderF32();
+Deno.test("quantize: every ladder type's plan has llama-quantize's file size", async () => {
+  const f32 = await ladderF32();
   for (const entry of quantizeGolden.ladder) {
     const plan = planFile(f32, { type: parseQuantType(entry.type)!, pure: entry.pure });
     assert.equal(plan.fileSizeBytes, entry.bytes, `${entry.type}${entry.pure ? " --pure" : ""}`);
@@ -58,7 +58,7 @@ Deno.test("quantize: every ladder type's plan has llama-quantize's file size", (
 for (const entry of quantizeGolden.ladder) {
   const label = `${entry.type}${entry.pure ? " --pure" : ""}`;
   Deno.test(`quantize: F32 -> ${label} is byte-identical to llama-quantize`, async () => {
-    const f32 = ladderF32();
+    const f32 = await ladderF32();
     const sha = await quantizeWithCli(
       entry.pure ? ["--pure"] : [],
       f32,
@@ -71,6 +71,12 @@ for (const entry of quantizeGolden.ladder) {
 
 Deno.test("quantize: the same bytes under Bun (F32 -> Q8_0)", async () => {
   const entry = quantizeGolden.ladder.find((e) => e.type === "Q8_0" && !e.pure)!;
-  const sha = await quantizeWithCli([], ladderF32(), "Q8_0", join(modelsDir, entry.file), runBun);
+  const sha = await quantizeWithCli(
+    [],
+    await ladderF32(),
+    "Q8_0",
+    join(modelsDir, entry.file),
+    runBun,
+  );
   assert.equal(sha, entry.sha256);
 });

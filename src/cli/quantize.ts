@@ -62,7 +62,7 @@ export const quantizeCommand: Command = {
     "",
     `TYPE: ${supportedNames.join(" ")}`,
     "      (or llama.cpp's file-type number; Q3_K, Q4_K and Q5_K are the _M mixes)",
-    "THREADS: accepted as llama-quantize's; the output does not depend on it.",
+    "THREADS: threads that convert (default: one per CPU); the output does not depend on it.",
     "",
     "Options:",
     "  --allow-requantize            also convert tensors that are already quantized",
@@ -89,7 +89,7 @@ export const quantizeCommand: Command = {
     "dry-run": { type: "boolean" },
     json: { type: "boolean" },
   },
-  run(values, positionals) {
+  async run(values, positionals) {
     if (positionals.length < 2) {
       throw new UsageError(positionals.length === 0 ? "missing IN.gguf" : "missing TYPE");
     }
@@ -122,6 +122,8 @@ export const quantizeCommand: Command = {
     if (rest.length === 1 && !/^\s*[+-]?\d+/.test(rest[0])) {
       throw new UsageError(`invalid THREADS "${rest[0]}"`);
     }
+    // std::stoi as llama-quantize reads it; <= 0 means one per CPU.
+    const threadCount = rest.length === 1 ? Number(/^\s*([+-]?\d+)/.exec(rest[0])![1]) : 0;
     const options: QuantizeOptions = {
       type,
       allowRequantize: values["allow-requantize"] === true,
@@ -167,7 +169,7 @@ export const quantizeCommand: Command = {
         : undefined;
       let result;
       try {
-        result = quantizeFile(input, output, options, onProgress);
+        result = await quantizeFile(input, output, { ...options, threadCount }, onProgress);
       } finally {
         if (show && width > 0) writeStderr(`\r${" ".repeat(width)}\r`);
       }

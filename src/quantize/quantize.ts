@@ -41,6 +41,16 @@ import {
   type QuantizeOptions,
 } from "./plan.ts";
 import { findInvalidValue } from "./validate.ts";
+import { type RowTask, RowWorkers } from "./row_workers.ts";
+
+/** Threads used at most (a reason: more than the machine has only adds contention). */
+const THREADS_MAX = 64;
+
+/** Converts one task on this thread; the status as RowWorkers.convert reports it. */
+function convertHere(native: Native, t: RowTask): number {
+  if (native.fn.dotllm_dequantize_row(t.srcType, t.src, t.f32, t.n) !== 0) return -1;
+  return native.fn.dotllm_quantize_row(t.dstType, t.f32, t.dst, t.n) !== 0 ? -2 : 0;
+}
 
 /** f32 elements converted per native call: bounds memory (64 MiB of f32 plus the output). */
 const SLAB_ELEMENTS_MAX = 16 << 20;
@@ -125,17 +135,18 @@ function describeIoError(error: unknown): string {
 
 /**
  * Quantizes `inPath` into `outPath` as `options` says; returns the plan and
- * the size written. `io` replaces the file writes (tests use it to run out of
+ * the size written. `threadCount` threads convert (default: one per CPU, as
+ * llama-quantize; the bytes do not depend on it). `io` replaces the file writes (tests use it to run out of
  * disk where they cannot mount a small file system). Throws {@linkcode QuantizeError} with a one-line message
  * naming the file or tensor for anything that goes wrong.
  */
-export function quantizeFile(
+export async function quantizeFile(
   inPath: string,
   outPath: string,
-  options: QuantizeOptions,
+  options: QuantizeOptions & { threadCount?: number },
   onProgress?: (progress: QuantizeProgress) => void,
   io: { writeSync: (fd: number, bytes: Uint8Array) => number } = { writeSync },
-): QuantizeResult {
+): Promise<QuantizeResult> {
   const native = loadNative();
   let mapped;
   try {
@@ -174,6 +185,13 @@ export function quantizeFile(
       throw new QuantizeError(`cannot create ${outPath}: ${describeIoError(error)}`);
     }
     let done = false;
+    const threads = options.threadCount !== undefined && options.threadCount > 0
+      ? options.threadCount
+      : native.fn.dotllm_cpu_count();
+    const needsConversion = plan.tensors.some((t) => t.from.id !== t.to.id);
+    const workers = needsConversion
+      ? await RowWorkers.start(native.path, Math.min(threads, THREADS_MAX) - 1)
+      : undefined;
     try {
       const sink: ByteSink = {
         write(bytes) {
@@ -182,7 +200,7 @@ export function quantizeFile(
         },
       };
       try {
-        writeQuantized(native, mapped.address, mapped.bytes, plan, sink, onProgress);
+        await writeQuantized(native, mapped.address, mapped.bytes, plan, sink, onProgress, workers);
         fsyncSync(fd);
       } catch (error) {
         if (error instanceof QuantizeError) {
@@ -199,6 +217,7 @@ export function quantizeFile(
       }
       done = true;
     } finally {
+      workers?.close();
       if (fd >= 0) closeSync(fd);
       if (!done) {
         try {
@@ -257,14 +276,15 @@ function sameFile(a: string, b: string): boolean {
  * Throws {@linkcode QuantizeError} for invalid input or output data; write
  * errors come from the sink as they are.
  */
-export function writeQuantized(
+export async function writeQuantized(
   native: Native,
   baseAddress: number,
   bytes: Uint8Array,
   plan: QuantizationPlan,
   sink: ByteSink,
   onProgress?: (progress: QuantizeProgress) => void,
-): void {
+  workers?: RowWorkers,
+): Promise<void> {
   sink.write(plan.header);
   const totalBytes = plan.tensors.reduce((a, t) => a + t.source.sizeBytes, 0);
   const zeros = new Uint8Array(plan.alignment);
@@ -289,7 +309,7 @@ export function writeQuantized(
   const f32 = maxSlab > 0 ? native.alloc(maxSlab * 4) : undefined;
   const dst = maxDstBytes > 0 ? native.alloc(maxDstBytes) : undefined;
   try {
-    plan.tensors.forEach((t, index) => {
+    for (const [index, t] of plan.tensors.entries()) {
       const src = t.source;
       const report = (extra: number) =>
         onProgress?.({
@@ -311,24 +331,33 @@ export function writeQuantized(
         const dstRowBytes = t.sizeBytes / Math.max(1, t.rowCount);
         for (let row = 0; row < t.rowCount; row += rowsPerSlab) {
           const rows = Math.min(rowsPerSlab, t.rowCount - row);
-          const n = rows * t.rowElements;
           const srcOffset = src.dataOffset + row * srcRowBytes;
           const srcBytes = bytes.subarray(srcOffset, srcOffset + rows * srcRowBytes);
           const bad = findInvalidValue(src.type.id, srcBytes);
           if (bad !== undefined) {
             throw new QuantizeError(`${what} has invalid data (row ${row} on: ${bad})`);
           }
-          if (
-            native.fn.dotllm_dequantize_row(
-              src.type.id,
-              baseAddress + srcOffset,
-              f32!.address,
-              n,
-            ) !== 0
-          ) {
+          // Rows split in contiguous parts: one per worker, the first on this thread.
+          const parts = Math.min(rows, 1 + (workers?.size ?? 0));
+          const tasks: RowTask[] = [];
+          for (let p = 0; p < parts; p++) {
+            const r0 = Math.floor((rows * p) / parts);
+            const r1 = Math.floor((rows * (p + 1)) / parts);
+            tasks.push({
+              srcType: src.type.id,
+              src: baseAddress + srcOffset + r0 * srcRowBytes,
+              dstType: t.to.id,
+              f32: f32!.address + r0 * t.rowElements * 4,
+              dst: dst!.address + r0 * dstRowBytes,
+              n: (r1 - r0) * t.rowElements,
+            });
+          }
+          const others = tasks.slice(1).map((task) => workers!.convert(task));
+          const statuses = [convertHere(native, tasks[0]), ...await Promise.all(others)];
+          if (statuses.includes(-1)) {
             throw new QuantizeError(`${what}: cannot dequantize ${src.type.name}`);
           }
-          if (native.fn.dotllm_quantize_row(t.to.id, f32!.address, dst!.address, n) !== 0) {
+          if (statuses.some((s) => s !== 0)) {
             throw new QuantizeError(`${what}: cannot quantize to ${t.to.name}`);
           }
           const out = dst!.bytes().subarray(0, rows * dstRowBytes);
@@ -346,7 +375,7 @@ export function writeQuantized(
       if (pad > 0) sink.write(zeros.subarray(0, pad));
       doneBytes += src.sizeBytes;
       report(0);
-    });
+    }
   } finally {
     f32?.free();
     dst?.free();
