@@ -788,3 +788,660 @@ pub const Q6_K = struct {
     }
 };
 
+// ---------------------------------------------------------------------------
+// Q5_K
+
+pub const Q5_K = struct {
+    pub const ggml_type: u32 = 13;
+    pub const name = "Q5_K";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { d: f16, dmin: f16, scales: [12]u8, qh: [qk_k / 8]u8, qs: [qk_k / 2]u8 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 176);
+    }
+    pub const Act = Q8_K;
+
+    /// Level (0..31) of element e.
+    inline fn level(b: *align(1) const Block, e: usize) u8 {
+        const c = e / 64;
+        const l = e % 32;
+        const upper = (e % 64) >= 32;
+        const byte = b.qs[32 * c + l];
+        const low = if (upper) byte >> 4 else byte & 0xF;
+        const bit: u3 = @intCast(2 * c + @intFromBool(upper));
+        return low + (if ((b.qh[l] >> bit) & 1 != 0) @as(u8, 16) else 0);
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d = fp16ToFp32(b.d);
+            const min = fp16ToFp32(b.dmin);
+            for (0..8) |j| {
+                const sc, const m = getScaleMinK4(j, &b.scales);
+                const dj = d * fi(sc);
+                const mj = min * fi(m);
+                for (0..32) |l| out[32 * j + l] = dj * fi(level(b, 32 * j + l)) - mj;
+            }
+        }
+    }
+
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        for (y, 0..) |*b, i| {
+            var L: [qk_k]u8 = undefined;
+            var d: f16 = undefined;
+            var dmin: f16 = undefined;
+            var scales: [12]u8 = undefined;
+            quantizeScalesMinsK(x[i * qk_k ..][0..qk_k], 31, -0.5, 15, &d, &dmin, &scales, &L);
+            b.d = d;
+            b.dmin = dmin;
+            b.scales = scales;
+            b.qh = @splat(0);
+            var m1: u8 = 1;
+            var m2: u8 = 2;
+            for (0..4) |c| {
+                for (0..32) |j| {
+                    var l1 = L[64 * c + j];
+                    if (l1 > 15) {
+                        l1 -= 16;
+                        b.qh[j] |= m1;
+                    }
+                    var l2 = L[64 * c + j + 32];
+                    if (l2 > 15) {
+                        l2 -= 16;
+                        b.qh[j] |= m2;
+                    }
+                    b.qs[32 * c + j] = l1 | (l2 << 4);
+                }
+                m1 <<= 2;
+                m2 <<= 2;
+            }
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var isum: i32 = 0;
+            var summs: i32 = 0;
+            for (0..8) |j| {
+                const sc, const m = getScaleMinK4(j, &b.scales);
+                summs += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
+                var s: i32 = 0;
+                for (0..32) |l| s += @as(i32, level(b, 32 * j + l)) * ab.qs[32 * j + l];
+                isum += @as(i32, sc) * s;
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sm = unpackScalesMinsK4(&b.scales);
+            const sc16: @Vector(8, i16) = sm[0];
+            const bs: @Vector(16, i32) = @as(@Vector(16, i16), ab.bsums);
+            const m32: @Vector(16, i32) = @as(@Vector(16, i16), @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 }));
+            const summs = @reduce(.Add, bs * m32);
+            const qh: U8x32 = loadBytes(32, &b.qh);
+            const qh64 = concat(u8, 32, qh, qh >> @splat(1));
+            var acc: I32x16 = @splat(0);
+            inline for (0..4) |c| {
+                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+                const high = ((qh64 >> @splat(2 * c)) & @as(U8x64, @splat(1))) << @splat(4);
+                const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4)) | high;
+                const scale = @shuffle(i16, sc16, undefined, scaleMask(8, 32, c));
+                acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+        }
+        return sumf;
+    }
+};
+
+// ---------------------------------------------------------------------------
+// Q3_K
+
+pub const Q3_K = struct {
+    pub const ggml_type: u32 = 11;
+    pub const name = "Q3_K";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { hmask: [qk_k / 8]u8, qs: [qk_k / 4]u8, scales: [12]u8, d: f16 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 110);
+    }
+    pub const Act = Q8_K;
+
+    /// The 16 6-bit scales (0..63; ggml subtracts 32), ggml's kmask unpacking.
+    inline fn unpackScales(scales: *const [12]u8) [16]u8 {
+        var aux: [4]u32 = undefined;
+        @memcpy(std.mem.asBytes(&aux)[0..12], scales);
+        const kmask1: u32 = 0x03030303;
+        const kmask2: u32 = 0x0f0f0f0f;
+        const tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        return @bitCast(aux);
+    }
+
+    /// Level u (0..7; the quant is u − 4) of element e: 2 low bits from qs, the high bit
+    /// from hmask.
+    inline fn level(b: *align(1) const Block, e: usize) u8 {
+        const h = e / 128;
+        const r = e % 128;
+        const shift: u3 = @intCast(2 * (r / 32));
+        const l = r % 32;
+        const low = (b.qs[32 * h + l] >> shift) & 3;
+        const bit: u3 = @intCast(4 * h + r / 32);
+        return low | (((b.hmask[l] >> bit) & 1) << 2);
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d_all = fp16ToFp32(b.d);
+            const sc = unpackScales(&b.scales);
+            for (0..16) |g| {
+                const dl = d_all * fi(@as(i32, sc[g]) - 32);
+                for (0..16) |l| out[16 * g + l] = dl * fi(@as(i32, level(b, 16 * g + l)) - 4);
+            }
+        }
+    }
+
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        for (y, 0..) |*b, i| {
+            const xb = x[i * qk_k ..][0..qk_k];
+            var L: [qk_k]i8 = undefined;
+            var scales: [16]f32 = undefined;
+            var max_scale: f32 = 0;
+            var amax: f32 = 0;
+            for (0..16) |j| {
+                scales[j] = makeQ3Quants(16, 4, xb[16 * j ..][0..16], L[16 * j ..][0..16]);
+                const scale = @abs(scales[j]);
+                if (scale > amax) {
+                    amax = scale;
+                    max_scale = scales[j];
+                }
+            }
+            b.scales = @splat(0);
+            if (max_scale != 0) {
+                const iscale = -32.0 / max_scale;
+                for (0..16) |j| {
+                    var l: i8 = @truncate(nearestInt(iscale * scales[j]));
+                    l = @max(-32, @min(31, l)) + 32;
+                    const lu: u8 = @bitCast(l);
+                    if (j < 8) b.scales[j] = lu & 0xF else b.scales[j - 8] |= ((lu & 0xF) << 4);
+                    const lh = lu >> 4;
+                    b.scales[j % 4 + 8] |= (lh << @intCast(2 * (j / 4)));
+                }
+                b.d = fp32ToFp16(1 / iscale);
+            } else {
+                b.d = fp32ToFp16(0);
+            }
+            for (0..16) |j| {
+                var sc: u8 = if (j < 8) b.scales[j] & 0xF else b.scales[j - 8] >> 4;
+                sc = sc | (((b.scales[8 + j % 4] >> @intCast(2 * (j / 4))) & 3) << 4);
+                const sci: i32 = @as(i32, sc) - 32;
+                const d = fp16ToFp32(b.d) * fi(sci);
+                if (d == 0) continue;
+                for (0..16) |ii| {
+                    var l = nearestInt(xb[16 * j + ii] / d);
+                    l = @max(-4, @min(3, l));
+                    L[16 * j + ii] = @intCast(l + 4);
+                }
+            }
+            b.hmask = @splat(0);
+            var m: usize = 0;
+            var hm: u8 = 1;
+            for (0..qk_k) |j| {
+                if (L[j] > 3) {
+                    b.hmask[m] |= hm;
+                    L[j] -= 4;
+                }
+                m += 1;
+                if (m == qk_k / 8) {
+                    m = 0;
+                    hm <<= 1;
+                }
+            }
+            packQs2(&L, &b.qs);
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sc = unpackScales(&b.scales);
+            var isum: i32 = 0;
+            for (0..16) |g| {
+                var s: i32 = 0;
+                for (0..16) |l| s += (@as(i32, level(b, 16 * g + l)) - 4) * ab.qs[16 * g + l];
+                isum += (@as(i32, sc[g]) - 32) * s;
+            }
+            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sc8: @Vector(16, u8) = unpackScales(&b.scales);
+            const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
+            // (u − 4)·a = u·a − 4·a: the −4 part through the bsums.
+            const corr = @reduce(.Add, @as(@Vector(16, i32), sc16) * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
+            const hm: U8x32 = loadBytes(32, &b.hmask);
+            var acc: I32x16 = @splat(0);
+            inline for (0..2) |h| {
+                const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
+                inline for (0..2) |p| {
+                    const s0 = 4 * p; // bit shift of the first 32 elements of this chunk
+                    const low = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
+                    const bit0 = 4 * h + 2 * p;
+                    const hb = concat(u8, 32, (hm >> @splat(bit0)) & @as(U8x32, @splat(1)), (hm >> @splat(bit0 + 1)) & @as(U8x32, @splat(1)));
+                    const u = low | (hb << @splat(2));
+                    const c = 2 * h + p;
+                    acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
+                }
+            }
+            const isum = @reduce(.Add, acc) - 4 * corr;
+            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        }
+        return sumf;
+    }
+};
+
+/// Q2_K/Q3_K's packing of 2-bit levels: byte l of half h holds elements
+/// 128h + l + 32k at bits 2k.
+fn packQs2(L: anytype, qs: *[qk_k / 4]u8) void {
+    for (0..2) |h| {
+        const j = 128 * h;
+        for (0..32) |l| {
+            const v0: u8 = @intCast(L[j + l]);
+            const v1: u8 = @intCast(L[j + l + 32]);
+            const v2: u8 = @intCast(L[j + l + 64]);
+            const v3: u8 = @intCast(L[j + l + 96]);
+            qs[j / 4 + l] = v0 | (v1 << 2) | (v2 << 4) | (v3 << 6);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Q2_K
+
+pub const Q2_K = struct {
+    pub const ggml_type: u32 = 10;
+    pub const name = "Q2_K";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { scales: [qk_k / 16]u8, qs: [qk_k / 4]u8, d: f16, dmin: f16 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 84);
+    }
+    pub const Act = Q8_K;
+
+    inline fn level(b: *align(1) const Block, e: usize) u8 {
+        const h = e / 128;
+        const r = e % 128;
+        const shift: u3 = @intCast(2 * (r / 32));
+        return (b.qs[32 * h + r % 32] >> shift) & 3;
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d = fp16ToFp32(b.d);
+            const min = fp16ToFp32(b.dmin);
+            for (0..16) |g| {
+                const sc = b.scales[g];
+                const dl = d * fi(sc & 0xF);
+                const ml = min * fi(sc >> 4);
+                for (0..16) |l| out[16 * g + l] = dl * fi(level(b, 16 * g + l)) - ml;
+            }
+        }
+    }
+
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        const q4scale: f32 = 15.0;
+        for (y, 0..) |*b, i| {
+            const xb = x[i * qk_k ..][0..qk_k];
+            var L: [qk_k]u8 = undefined;
+            var Laux: [16]u8 = undefined;
+            var weights: [16]f32 = undefined;
+            var mins: [16]f32 = undefined;
+            var scales: [16]f32 = undefined;
+            var max_scale: f32 = 0;
+            var max_min: f32 = 0;
+            for (0..16) |j| {
+                for (0..16) |l| weights[l] = @abs(xb[16 * j + l]);
+                scales[j] = makeQkx2Quants(16, 3, xb[16 * j ..][0..16], &weights, L[16 * j ..][0..16], &mins[j], &Laux, -0.5, 0.1, 15, true);
+                if (scales[j] > max_scale) max_scale = scales[j];
+                if (mins[j] > max_min) max_min = mins[j];
+            }
+            if (max_scale > 0) {
+                const iscale = q4scale / max_scale;
+                for (0..16) |j| b.scales[j] = @truncate(@as(u32, @bitCast(nearestInt(iscale * scales[j]))));
+                b.d = fp32ToFp16(max_scale / q4scale);
+            } else {
+                b.scales = @splat(0);
+                b.d = fp32ToFp16(0);
+            }
+            if (max_min > 0) {
+                const iscale = q4scale / max_min;
+                for (0..16) |j| {
+                    const l: u32 = @bitCast(nearestInt(iscale * mins[j]));
+                    b.scales[j] |= @truncate(l << 4);
+                }
+                b.dmin = fp32ToFp16(max_min / q4scale);
+            } else {
+                b.dmin = fp32ToFp16(0);
+            }
+            for (0..16) |j| {
+                const d = fp16ToFp32(b.d) * fi(b.scales[j] & 0xF);
+                if (d == 0) continue;
+                const dm = fp16ToFp32(b.dmin) * fi(b.scales[j] >> 4);
+                for (0..16) |ii| {
+                    const l = nearestInt((xb[16 * j + ii] + dm) / d);
+                    L[16 * j + ii] = @intCast(@max(0, @min(3, l)));
+                }
+            }
+            packQs2(&L, &b.qs);
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var isum: i32 = 0;
+            var summs: i32 = 0;
+            for (0..16) |g| {
+                summs += @as(i32, ab.bsums[g]) * (b.scales[g] >> 4);
+                var s: i32 = 0;
+                for (0..16) |l| s += @as(i32, level(b, 16 * g + l)) * ab.qs[16 * g + l];
+                isum += @as(i32, b.scales[g] & 0xF) * s;
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const scv: @Vector(16, u8) = b.scales;
+            const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
+            const mn: @Vector(16, i32) = scv >> @splat(4);
+            const summs = @reduce(.Add, mn * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
+            var acc: I32x16 = @splat(0);
+            inline for (0..2) |h| {
+                const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
+                inline for (0..2) |p| {
+                    const s0 = 4 * p;
+                    const u = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
+                    const c = 2 * h + p;
+                    acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
+                }
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+        }
+        return sumf;
+    }
+};
+
+// ---------------------------------------------------------------------------
+// IQ4_XS
+
+pub const IQ4_XS = struct {
+    pub const ggml_type: u32 = 23;
+    pub const name = "IQ4_XS";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { d: f16, scales_h: u16, scales_l: [qk_k / 64]u8, qs: [qk_k / 2]u8 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 136);
+    }
+    pub const Act = Q8_K;
+
+    /// The 6-bit scale (0..63; ggml subtracts 32) of sub-block ib (32 elements).
+    inline fn scale(b: *align(1) const Block, ib: usize) i32 {
+        const low = (b.scales_l[ib / 2] >> @intCast(4 * (ib % 2))) & 0xf;
+        const high: u8 = @truncate((b.scales_h >> @intCast(2 * ib)) & 3);
+        return @as(i32, low | (high << 4)) - 32;
+    }
+
+    inline fn index(b: *align(1) const Block, e: usize) u8 {
+        const ib = e / 32;
+        const j = e % 32;
+        const byte = b.qs[16 * ib + j % 16];
+        return if (j < 16) byte & 0xf else byte >> 4;
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d = fp16ToFp32(b.d);
+            for (0..8) |ib| {
+                const dl = d * fi(scale(b, ib));
+                for (0..32) |j| out[32 * ib + j] = dl * fi(kvalues_iq4nl[index(b, 32 * ib + j)]);
+            }
+        }
+    }
+
+    /// quantize_iq4_xs without importance weights (ggml's quantize_row_iq4_nl_impl with
+    /// super-block 256, block 32, ntry 7).
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        const values = &kvalues_iq4nl;
+        const ntry = 7;
+        for (y, 0..) |*b, i| {
+            const xs = x[i * qk_k ..][0..qk_k];
+            var L: [qk_k]u8 = undefined;
+            var weight: [32]f32 = undefined;
+            var scales: [8]f32 = undefined;
+            b.qs = @splat(0);
+            var max_scale: f32 = 0;
+            var amax_scale: f32 = 0;
+            for (0..8) |ib| {
+                const xb = xs[32 * ib ..][0..32];
+                const Lb = L[32 * ib ..][0..32];
+                for (xb, &weight) |v, *w| w.* = v * v;
+                var amax: f32 = 0;
+                var max: f32 = 0;
+                for (xb) |v| {
+                    const ax = @abs(v);
+                    if (ax > amax) {
+                        amax = ax;
+                        max = v;
+                    }
+                }
+                if (amax < group_max_eps) {
+                    scales[ib] = 0;
+                    continue;
+                }
+                var d = -max / fi(values[0]);
+                var id = 1 / d;
+                var sumqx: f32 = 0;
+                var sumq2: f32 = 0;
+                for (0..32) |j| {
+                    const al = id * xb[j];
+                    const l = bestIndexIq4(al);
+                    Lb[j] = l;
+                    const q = fi(values[l]);
+                    const w = weight[j];
+                    sumqx += w * q * xb[j];
+                    sumq2 += w * q * q;
+                }
+                d = if (sumq2 > 0) sumqx / sumq2 else 0;
+                var best = d * sumqx;
+                var itry: i32 = -ntry;
+                while (itry <= ntry) : (itry += 1) {
+                    id = fi(itry + values[0]) / max;
+                    sumqx = 0;
+                    sumq2 = 0;
+                    for (0..32) |j| {
+                        const al = id * xb[j];
+                        const l = bestIndexIq4(al);
+                        const q = fi(values[l]);
+                        const w = weight[j];
+                        sumqx += w * q * xb[j];
+                        sumq2 += w * q * q;
+                    }
+                    if (sumq2 > 0 and sumqx * sumqx > best * sumq2) {
+                        d = sumqx / sumq2;
+                        best = d * sumqx;
+                    }
+                }
+                scales[ib] = d;
+                const abs_d = @abs(d);
+                if (abs_d > amax_scale) {
+                    amax_scale = abs_d;
+                    max_scale = d;
+                }
+            }
+            b.scales_h = 0;
+            b.scales_l = @splat(0);
+            const d = -max_scale / 32;
+            b.d = fp32ToFp16(d);
+            const id: f32 = if (d != 0) 1 / d else 0;
+            for (0..8) |ib| {
+                var l = nearestInt(id * scales[ib]);
+                l = @max(-32, @min(31, l));
+                const dl = d * fi(l);
+                const idl: f32 = if (dl != 0) 1 / dl else 0;
+                const xb = xs[32 * ib ..][0..32];
+                for (0..32) |j| L[32 * ib + j] = bestIndexIq4(idl * xb[j]);
+                const lu: u8 = @intCast(l + 32);
+                const l_l = lu & 0xf;
+                const l_h = lu >> 4;
+                if (ib % 2 == 0) b.scales_l[ib / 2] = l_l else b.scales_l[ib / 2] |= (l_l << 4);
+                b.scales_h |= @as(u16, l_h) << @intCast(2 * (ib % 8));
+            }
+            for (0..8) |ib| {
+                for (0..16) |j| b.qs[16 * ib + j] = L[32 * ib + j] | (L[32 * ib + 16 + j] << 4);
+            }
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var isum: i32 = 0;
+            for (0..8) |ib| {
+                var s: i32 = 0;
+                for (0..32) |j| s += @as(i32, kvalues_iq4nl[index(b, 32 * ib + j)]) * ab.qs[32 * ib + j];
+                isum += scale(b, ib) * s;
+            }
+            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        const kv: @Vector(16, i8) = kvalues_iq4nl;
+        const kv_abs: @Vector(16, u8) = @abs(kv);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var sc: [8]i16 = undefined;
+            inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
+            const sc16: @Vector(8, i16) = sc;
+            var acc: I32x16 = @splat(0);
+            inline for (0..4) |c| {
+                // Two sub-blocks: bytes 16(2c)..16(2c+2) hold their 64 indices.
+                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+                const qlo = q & @as(U8x32, @splat(0xf));
+                const qhi = q >> @splat(4);
+                // Element order of the chunk: sub-block 2c: lo[0..16], hi[0..16]; 2c+1: lo[16..32], hi[16..32].
+                const idx = @shuffle(u8, qlo, qhi, iq4Order());
+                // |w|·(a with w's sign): pairs stay below 2^15 (127·127·2).
+                const wabs = lookup16(path, kv_abs, idx);
+                const neg = lookup16(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
+                const act = actChunk(ab, c);
+                const s = @select(i8, neg == @as(U8x64, @splat(1)), -%act, act);
+                acc = chunkDot(path, acc, wabs, s, @shuffle(i16, sc16, undefined, scaleMask(8, 32, c)));
+            }
+            sumf += (ab.d * f16f(b.d)) * fi(@reduce(.Add, acc));
+        }
+        return sumf;
+    }
+};
+
+fn iq4Order() [64]i32 {
+    @setEvalBranchQuota(10_000);
+    var m: [64]i32 = undefined;
+    for (0..16) |j| {
+        m[j] = @intCast(j); // sub-block 2c, elements 0..15: low nibbles of bytes 0..15
+        m[16 + j] = ~@as(i32, @intCast(j)); // elements 16..31: high nibbles of bytes 0..15
+        m[32 + j] = @intCast(16 + j); // sub-block 2c+1: low nibbles of bytes 16..31
+        m[48 + j] = ~@as(i32, @intCast(16 + j));
+    }
+    return m;
+}
+
+/// table[idx] per byte (idx < 16): vpshufb on x86, a byte loop otherwise.
+inline fn lookup16(comptime path: Path, table: @Vector(16, u8), idx: U8x64) U8x64 {
+    const t4 = @shuffle(u8, table, undefined, blk: {
+        var m: [64]i32 = undefined;
+        for (0..64) |k| m[k] = k % 16;
+        break :blk m;
+    });
+    switch (path) {
+        .avx512vnni => return asm ("vpshufb %[i], %[t], %[out]"
+            : [out] "=v" (-> U8x64),
+            : [t] "v" (t4),
+              [i] "v" (idx),
+        ),
+        .avx2 => {
+            const t2 = lo(u8, 64, t4);
+            const r0 = asm ("vpshufb %[i], %[t], %[out]"
+                : [out] "=x" (-> U8x32),
+                : [t] "x" (t2),
+                  [i] "x" (lo(u8, 64, idx)),
+            );
+            const r1 = asm ("vpshufb %[i], %[t], %[out]"
+                : [out] "=x" (-> U8x32),
+                : [t] "x" (t2),
+                  [i] "x" (hi(u8, 64, idx)),
+            );
+            return concat(u8, 32, r0, r1);
+        },
+        .generic => {
+            const t: [16]u8 = table;
+            var out: [64]u8 = undefined;
+            const ia: [64]u8 = idx;
+            for (&out, ia) |*o, k| o.* = t[k & 15];
+            return out;
+        },
+    }
+}

@@ -68,6 +68,14 @@ const goldens = [_]Golden{
     .{ .type_name = "Q4_K", .set = 2, .quantized = "0b9b136052b39943973d876fe2d23462c827b58b1659048ec888f77616d1f678", .dequantized = "ea81094a13da0574692e224f7b3e3090978e3146a3c095f1f90cdbe0cd5a3910" },
     .{ .type_name = "Q6_K", .set = 1, .quantized = "d1c08343b754103521e9574c7d0dffa27c6a6053ae19a78abaf9c6a73aa85102", .dequantized = "ea356fb91d5db32de6d8e7b3a5c812602620e3de3e4fe80713042a9c6665e1c3" },
     .{ .type_name = "Q6_K", .set = 2, .quantized = "8173709a4ef29f7673abba82bc49c7f59b0914651daf34b30947cd8bc9ade5cb", .dequantized = "8c071c9174da9b634c32108e8dc1f97f6b572f2e2120d75f194bd002540b1b88" },
+    .{ .type_name = "Q5_K", .set = 1, .quantized = "d99f8923c7e6485ee56c2af1e6ea88ebf78a2094e43c7bb1455b563a157b6552", .dequantized = "6a5ccbac156fe53e16aad81ca6bab6940a2d8711b1bd1e12f6a16cbd0298d5f3" },
+    .{ .type_name = "Q5_K", .set = 2, .quantized = "9ca9b3053e5d8e56560c33e9bdf5bb1694c2be6207b12e3a8c469313f3187007", .dequantized = "a8a211c68e7f3e0272d47c1a8c21c7f990d7db156ac48ccd79c6b2ebc4ab120b" },
+    .{ .type_name = "Q3_K", .set = 1, .quantized = "224c9650261fb33397743dd69e3a37b94476bbb636f9b67730f2badf17d4a4f1", .dequantized = "c712c8fd771422053e09673217543f7d5f8ab360980a92c96740f6074f3dc40d" },
+    .{ .type_name = "Q3_K", .set = 2, .quantized = "f11551b5c4c5ba76331ca4cae317185b4b729843e11abc894748aeb18c6465f3", .dequantized = "aab42b83c6ee8bb7b197dd1a302174d49de39df13bf506a839b9edd34b80fa7c" },
+    .{ .type_name = "Q2_K", .set = 1, .quantized = "dd96e0945c2078d603a5628dc10c9d5bcb094c8079c9a6c7cefab6bec68841b4", .dequantized = "ef4bbdadcf8ea2d3ccbdbb5e8aa13d0655e942576ea1acac4bb76228f00237e4" },
+    .{ .type_name = "Q2_K", .set = 2, .quantized = "7c38de30d00400a143c65af5c2d75648f447bf2ae324ee113f7c9ad63a70dc7d", .dequantized = "3b08da73a7f2ccc58bff78b8cb511975e4eadef2d09b1fe3d3cc9f4e55f9a001" },
+    .{ .type_name = "IQ4_XS", .set = 1, .quantized = "0ee86f17e2ebb2ffc8902a418eb8adb6404b13d824dab465360dbe73d8a04c74", .dequantized = "a12cc4faac7d32fc7828b9be3627d821e162a5434fb3e93fd3765d652f27d1a7" },
+    .{ .type_name = "IQ4_XS", .set = 2, .quantized = "92dafe115d83275df28f202979bbb76836b61a6c8bba2f4b072926a52bcdfd29", .dequantized = "2f176b1b23d98f326e6c123c8923921c3c5a52ccacf121d615e4530ed74901a0" },
 };
 
 fn checkGolden(comptime T: type, g: Golden) !void {
@@ -103,7 +111,7 @@ test "K-quants quantize and dequantize bit-exactly as ggml (golden sha256)" {
         };
     }
     try testing.expectEqual(goldens.len, checked);
-    try testing.expect(checked >= 2 * 3);
+    try testing.expectEqual(@as(usize, 2 * 7), checked);
 }
 
 /// Random weight blocks: every byte random, the f16 scales set to finite values.
