@@ -58,14 +58,22 @@ export function sha256File(path: string): string {
   return hash.digest("hex");
 }
 
+/** Files already checked in this process (hashing 540 MB each time would dominate the tests). */
+const verified = new Set<string>();
+
 async function ensure(path: string, sha256: string, make: () => Promise<unknown>): Promise<string> {
-  if (existsSync(path) && sha256File(path) === sha256) return path;
+  if (verified.has(`${path} ${sha256}`)) return path;
+  if (existsSync(path) && sha256File(path) === sha256) {
+    verified.add(`${path} ${sha256}`);
+    return path;
+  }
   mkdirSync(modelsDir, { recursive: true });
   await make();
   const got = sha256File(path);
   if (got !== sha256) {
     throw new Error(`${path}: sha256 ${got}, llama-quantize's is ${sha256}`);
   }
+  verified.add(`${path} ${sha256}`);
   return path;
 }
 

@@ -6,9 +6,10 @@
  * tests reuse).
  */
 import assert from "node:assert/strict";
-import { existsSync, renameSync, rmSync } from "node:fs";
+import { existsSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { runBun, runDeno } from "./_cli.ts";
+import { ensureGemma } from "./_gemma.ts";
 import { ladderF32, modelsDir, quantizeGolden, sha256File, sourceModel } from "./_quant_ladder.ts";
 import { parseQuantType } from "../src/quantize/ftype.ts";
 import { planFile } from "../src/quantize/quantize.ts";
@@ -49,7 +50,13 @@ Deno.test("quantize: Q4_1 SmolLM2 -> F32 equals llama-quantize --allow-requantiz
 
 Deno.test("quantize: every ladder type's plan has llama-quantize's file size", async () => {
   const f32 = await ladderF32();
-  /**
+  for (const entry of quantizeGolden.ladder) {
+    const plan = planFile(f32, { type: parseQuantType(entry.type)!, pure: entry.pure });
+    assert.equal(plan.fileSizeBytes, entry.bytes, `${entry.type}${entry.pure ? " --pure" : ""}`);
+  }
+});
+
+/**
  * Entries quantized on every run (they cover every code path: legacy and K types, a mix
  * with fallbacks, --pure); the rest are quantized once per machine into models/ and their
  * sha256 checked on every run. DOTLLM_QUANTIZE_FRESH=1 quantizes every entry again.
@@ -81,4 +88,20 @@ Deno.test("quantize: the same bytes under Bun (F32 -> Q8_0)", async () => {
     runBun,
   );
   assert.equal(sha, entry.sha256);
+});
+
+Deno.test("quantize: Gemma 3 270M Q4_K_M -> F32 equals llama-quantize (Q4_K Q5_0 Q6_K Q8_0)", async () => {
+  const source = ensureGemma();
+  const { gemma3_f32 } = quantizeGolden as unknown as {
+    gemma3_f32: { sha256: string; bytes: number };
+  };
+  const out = join(modelsDir, `.quantize-test-gemma-${crypto.randomUUID()}.gguf`);
+  try {
+    const result = await runDeno(["quantize", "--allow-requantize", source, out, "F32"]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(statSync(out).size, gemma3_f32.bytes);
+    assert.equal(sha256File(out), gemma3_f32.sha256);
+  } finally {
+    rmSync(out, { force: true });
+  }
 });
