@@ -8,6 +8,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runDeno } from "./_cli.ts";
+import { ladderF32 } from "./_quant_ladder.ts";
+import { repoRoot } from "./_testdata.ts";
 import { encodeGguf, type GgufWriteTensor, meta } from "../src/gguf/writer.ts";
 import { parseQuantType } from "../src/quantize/ftype.ts";
 import { QuantizeError } from "../src/quantize/plan.ts";
@@ -295,5 +297,30 @@ Deno.test(
     assert.equal(gguf.metadata.get("general.file_type"), 7);
     assert.deepEqual(gguf.tensors.map((t) => t.name), good.map((t) => t.name));
     assert.equal(readFileSync(out).length, doc.size_bytes);
+  }),
+);
+
+Deno.test(
+  "quantize: Ctrl-C mid-file exits 130 and leaves nothing at OUT",
+  withDir(async (dir) => {
+    const input = await ladderF32();
+    const out = join(dir, "out.gguf");
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", join(repoRoot, "cli.ts"), "quantize", input, out, "Q6_K", "1"],
+      stdout: "piped",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).spawn();
+    // Wait until the temporary file exists: the conversion is under way.
+    const started = Date.now();
+    while (!readdirSync(dir).some((f) => f.includes(".tmp-")) && Date.now() - started < 60_000) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    child.kill("SIGINT");
+    const result = await child.output();
+    const stderr = new TextDecoder().decode(result.stderr);
+    assert.equal(result.code, 130, stderr);
+    assert.match(stderr, /^dotllm: interrupted; nothing written to .*out\.gguf\n$/);
+    assert.deepEqual(readdirSync(dir), []);
   }),
 );

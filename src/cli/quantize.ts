@@ -5,6 +5,7 @@
  * @module
  */
 import { basename, dirname, join } from "node:path";
+import process from "node:process";
 import type { Command } from "./command.ts";
 import { UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
@@ -168,9 +169,28 @@ export const quantizeCommand: Command = {
         }
         : undefined;
       let result;
+      // Ctrl-C stops between slabs and removes the temporary file (exit 130).
+      const abort = new AbortController();
+      const onSignal = () => abort.abort();
+      process.on("SIGINT", onSignal);
+      process.on("SIGTERM", onSignal);
       try {
-        result = await quantizeFile(input, output, { ...options, threadCount }, onProgress);
+        result = await quantizeFile(
+          input,
+          output,
+          { ...options, threadCount, signal: abort.signal },
+          onProgress,
+        );
+      } catch (error) {
+        if (abort.signal.aborted) {
+          if (show && width > 0) writeStderr(`\r${" ".repeat(width)}\r`);
+          writeStderr(`dotllm: interrupted; nothing written to ${output}\n`);
+          return 130;
+        }
+        throw error;
       } finally {
+        process.off("SIGINT", onSignal);
+        process.off("SIGTERM", onSignal);
         if (show && width > 0) writeStderr(`\r${" ".repeat(width)}\r`);
       }
       const seconds = (performance.now() - started) / 1000;

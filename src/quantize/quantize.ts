@@ -136,14 +136,15 @@ function describeIoError(error: unknown): string {
 /**
  * Quantizes `inPath` into `outPath` as `options` says; returns the plan and
  * the size written. `threadCount` threads convert (default: one per CPU, as
- * llama-quantize; the bytes do not depend on it). `io` replaces the file writes (tests use it to run out of
+ * llama-quantize; the bytes do not depend on it). An aborted `signal` stops it
+ * between slabs (nothing is left at OUT). `io` replaces the file writes (tests use it to run out of
  * disk where they cannot mount a small file system). Throws {@linkcode QuantizeError} with a one-line message
  * naming the file or tensor for anything that goes wrong.
  */
 export async function quantizeFile(
   inPath: string,
   outPath: string,
-  options: QuantizeOptions & { threadCount?: number },
+  options: QuantizeOptions & { threadCount?: number; signal?: AbortSignal },
   onProgress?: (progress: QuantizeProgress) => void,
   io: { writeSync: (fd: number, bytes: Uint8Array) => number } = { writeSync },
 ): Promise<QuantizeResult> {
@@ -200,7 +201,16 @@ export async function quantizeFile(
         },
       };
       try {
-        await writeQuantized(native, mapped.address, mapped.bytes, plan, sink, onProgress, workers);
+        await writeQuantized(
+          native,
+          mapped.address,
+          mapped.bytes,
+          plan,
+          sink,
+          onProgress,
+          workers,
+          options.signal,
+        );
         fsyncSync(fd);
       } catch (error) {
         if (error instanceof QuantizeError) {
@@ -284,6 +294,7 @@ export async function writeQuantized(
   sink: ByteSink,
   onProgress?: (progress: QuantizeProgress) => void,
   workers?: RowWorkers,
+  signal?: AbortSignal,
 ): Promise<void> {
   sink.write(plan.header);
   const totalBytes = plan.tensors.reduce((a, t) => a + t.source.sizeBytes, 0);
@@ -330,6 +341,11 @@ export async function writeQuantized(
         const srcRowBytes = src.sizeBytes / Math.max(1, t.rowCount);
         const dstRowBytes = t.sizeBytes / Math.max(1, t.rowCount);
         for (let row = 0; row < t.rowCount; row += rowsPerSlab) {
+          if (signal !== undefined) {
+            // A macrotask turn, so that a signal handler can run between slabs.
+            await new Promise((resolve) => setTimeout(resolve, 0));
+            if (signal.aborted) throw new QuantizeError("interrupted");
+          }
           const rows = Math.min(rowsPerSlab, t.rowCount - row);
           const srcOffset = src.dataOffset + row * srcRowBytes;
           const srcBytes = bytes.subarray(srcOffset, srcOffset + rows * srcRowBytes);
