@@ -2,9 +2,11 @@
  * The ported llama-quant rules, without files: per-tensor types of the mixes on
  * a Llama-3.2-1B-shaped tensor list (rows of 2048/8192, real K-quant blocks), the
  * fallbacks for rows that are not a multiple of 256, what is never quantized,
- * the options, type names and tensor order.
+ * the options, type names and tensor order; and llama-quantize's own choices
+ * (tests/golden/quantize_policy.json, from its --dry-run) on synthetic files.
  */
 import assert from "node:assert/strict";
+import { GGML_TYPES } from "../src/gguf/types.ts";
 import { parseGgmlTypeName, parseQuantType, QUANT_TYPES, T } from "../src/quantize/ftype.ts";
 import {
   compareTensorNames,
@@ -235,4 +237,68 @@ Deno.test("policy: tensors are ordered by block number, then by name bytes", () 
     "blk.2.b",
     "blk.10.a",
   ]);
+});
+
+/** `tests/golden/quantize_policy.json`: llama-quantize --dry-run's per-tensor types. */
+interface PolicyGolden {
+  legend: Record<string, string>;
+  shapes: Record<string, {
+    layers: number;
+    embd: number;
+    ff: number;
+    heads: number;
+    kv_heads: number;
+    vocab: number;
+    output: boolean;
+    tensor_names: string[];
+  }>;
+  cases: Array<{ shape: string; options: string[]; type: string; types: string }>;
+}
+
+Deno.test("policy: per-tensor types equal llama-quantize --dry-run on synthetic Llama files", () => {
+  const golden: PolicyGolden = JSON.parse(
+    Deno.readTextFileSync(new URL("./golden/quantize_policy.json", import.meta.url)),
+  );
+  for (const c of golden.cases) {
+    const s = golden.shapes[c.shape];
+    const kv = (s.embd / s.heads) * s.kv_heads;
+    const tensors: PolicyTensor[] = [
+      { name: "token_embd.weight", dims: [s.embd, s.vocab], type: F32 },
+      { name: "output_norm.weight", dims: [s.embd], type: F32 },
+    ];
+    if (s.output) tensors.push({ name: "output.weight", dims: [s.embd, s.vocab], type: F32 });
+    for (let i = 0; i < s.layers; i++) {
+      const d = (name: string, dims: number[]) =>
+        tensors.push({ name: `blk.${i}.${name}`, dims, type: F32 });
+      d("attn_norm.weight", [s.embd]);
+      d("attn_q.weight", [s.embd, s.embd]);
+      d("attn_k.weight", [s.embd, kv]);
+      d("attn_v.weight", [s.embd, kv]);
+      d("attn_output.weight", [s.embd, s.embd]);
+      d("ffn_norm.weight", [s.embd]);
+      d("ffn_gate.weight", [s.embd, s.ff]);
+      d("ffn_up.weight", [s.embd, s.ff]);
+      d("ffn_down.weight", [s.ff, s.embd]);
+    }
+    tensors.sort((a, b) => compareTensorNames(a.name, b.name));
+    assert.deepEqual(tensors.map((t) => t.name), s.tensor_names, `${c.shape}: tensor order`);
+    const opt = (flag: string) => {
+      const i = c.options.indexOf(flag);
+      return i < 0 ? undefined : parseGgmlTypeName(c.options[i + 1])!.id;
+    };
+    const plan = planTensorTypes(
+      tensors,
+      { arch: "llama", layerCount: s.layers, headCount: s.heads, headCountKv: s.kv_heads },
+      {
+        ftype: parseQuantType(c.type)!.ftype,
+        pure: c.options.includes("--pure"),
+        quantizeOutputTensor: !c.options.includes("--leave-output-tensor"),
+        outputTensorType: opt("--output-tensor-type"),
+        tokenEmbeddingType: opt("--token-embedding-type"),
+      },
+    );
+    const got = plan.types.map((id) => GGML_TYPES.find((t) => t.id === id)!.name);
+    const want = [...c.types].map((l) => golden.legend[l]);
+    assert.deepEqual(got, want, `${c.shape} ${c.options.join(" ")} ${c.type}`);
+  }
 });
