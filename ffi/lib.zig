@@ -1,7 +1,8 @@
 //! Root of dotllm's native library: the ABI version and the exports of every module.
 //!
-//! The FFI boundary is narrow: every export is `dotllm_<op>[_<type>]`, takes pointers
-//! (as addresses) and integer counts only, and never allocates on a hot path.
+//! The FFI boundary is narrow: pools, memory, the type table (`dotllm_type_info`,
+//! row conversions) and `dotllm_graph_run`, through which every kernel runs (a direct
+//! call is a graph of one op). Pointers cross as addresses; nothing allocates on a hot path.
 const std = @import("std");
 
 pub const cpu = @import("cpu.zig");
@@ -9,12 +10,13 @@ pub const mem = @import("mem.zig");
 pub const pool = @import("pool.zig");
 pub const simd = @import("simd.zig");
 pub const quant = @import("quant.zig");
+pub const types = @import("types.zig");
+pub const matmul_quant = @import("matmul_quant.zig");
 pub const matmul = @import("matmul.zig");
 pub const kernels = @import("kernels.zig");
 pub const attention = @import("attention.zig");
 pub const membench = @import("membench.zig");
 pub const graph = @import("graph.zig");
-pub const quant_rows = @import("quant_rows.zig");
 
 /// Panics on a pool worker are reported to the dispatching caller instead of
 /// aborting (see `pool.zig`); anywhere else this is Zig's default handler.
@@ -22,7 +24,7 @@ pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 6;
+pub const abi_version: u32 = 7;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -34,12 +36,13 @@ comptime {
     _ = mem;
     _ = pool;
     _ = quant;
+    _ = types;
+    _ = matmul_quant;
     _ = matmul;
     _ = kernels;
     _ = attention;
     _ = membench;
     _ = graph;
-    _ = quant_rows;
 }
 
 test {

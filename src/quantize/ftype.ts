@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { GGML_TYPES, type GgmlTypeInfo } from "../gguf/types.ts";
+import { GGML_TYPES, GgmlType, ggmlTypeById, type GgmlTypeInfo } from "../gguf/types.ts";
 
 /** `llama_ftype` values (include/llama.h); these are what `general.file_type` holds. */
 export const LlamaFtype = {
@@ -54,34 +54,13 @@ export const LlamaFtype = {
   MOSTLY_Q2_0: 41,
 } as const;
 
-/** ggml type ids the quantizer refers to by name (ids as in ggml.h). */
+/**
+ * ggml type ids by name, for the ported rules: the reader's table
+ * ({@linkcode GgmlType}) plus three types newer than it, named only so the rules
+ * read like llama.cpp's (no file dotllm writes can hold them).
+ */
 export const T = {
-  F32: 0,
-  F16: 1,
-  Q4_0: 2,
-  Q4_1: 3,
-  Q5_0: 6,
-  Q5_1: 7,
-  Q8_0: 8,
-  Q2_K: 10,
-  Q3_K: 11,
-  Q4_K: 12,
-  Q5_K: 13,
-  Q6_K: 14,
-  IQ2_XXS: 16,
-  IQ2_XS: 17,
-  IQ3_XXS: 18,
-  IQ1_S: 19,
-  IQ4_NL: 20,
-  IQ3_S: 21,
-  IQ2_S: 22,
-  IQ4_XS: 23,
-  IQ1_M: 29,
-  BF16: 30,
-  TQ1_0: 34,
-  TQ2_0: 35,
-  MXFP4: 39,
-  // Newer than dotllm's type table: only named so the ported rules read like llama.cpp's.
+  ...GgmlType,
   NVFP4: 40,
   Q1_0: 41,
   Q2_0: 42,
@@ -236,7 +215,7 @@ export function ftypeDefaultType(ftype: number): number | undefined {
 
 /** ggml's `ggml_is_quantized`: a block type (not F32/F16/BF16/F64 or the integer types). */
 export function isQuantizedType(id: number): boolean {
-  return !(id === T.F32 || id === T.F16 || id === T.BF16 || (id >= 24 && id <= 28));
+  return ![T.F32, T.F16, T.BF16, T.F64, T.I8, T.I16, T.I32, T.I64].includes(id);
 }
 
 /**
@@ -245,10 +224,10 @@ export function isQuantizedType(id: number): boolean {
  */
 export function parseGgmlTypeName(text: string): GgmlTypeInfo | undefined {
   const upper = text.toUpperCase();
-  return GGML_TYPES.find((t) => !t.removed && t.name === upper);
+  return (GGML_TYPES as readonly GgmlTypeInfo[]).find((t) => !t.removed && t.name === upper);
 }
 
 /** Block elements of a type id (ggml_blck_size); 1 for types dotllm does not list. */
 export function blockElements(id: number): number {
-  return GGML_TYPES.find((t) => t.id === id)?.blockSize ?? 1;
+  return ggmlTypeById(id)?.blockSize ?? 1;
 }

@@ -21,7 +21,7 @@
  * @module
  */
 import { blockElements, ftypeDefaultType, isQuantizedType, LlamaFtype, T } from "./ftype.ts";
-import { GGML_TYPES } from "../gguf/types.ts";
+import { ggmlTypeById } from "../gguf/types.ts";
 
 /** A tensor as the rules see it: its name, ggml dims (`dims[0]` is the row) and type id. */
 export interface PolicyTensor {
@@ -197,7 +197,7 @@ export function tensorAllowsQuantization(
 }
 
 function typeName(id: number): string {
-  return (GGML_TYPES.find((t) => t.id === id)?.name ?? `type ${id}`).toLowerCase()
+  return (ggmlTypeById(id)?.name ?? `type ${id}`).toLowerCase()
     .replace(/_k$/, "_K");
 }
 
