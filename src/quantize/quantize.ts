@@ -79,20 +79,19 @@ export interface ByteSink {
 
 /** The native row converters, probed once per type (`n = 0` says whether a type is computable). */
 export function nativeConverters(native: Native): Converters {
-  const probe = native.alloc(64);
+  const probe = (fn: "dotllm_quantize_row" | "dotllm_dequantize_row", id: number) => {
+    using scratch = native.alloc(64);
+    return native.fn[fn](id, scratch.address, scratch.address, 0) === 0;
+  };
   const q = new Map<number, boolean>();
   const d = new Map<number, boolean>();
   return {
     canQuantize(id) {
-      if (!q.has(id)) {
-        q.set(id, native.fn.dotllm_quantize_row(id, probe.address, probe.address, 0) === 0);
-      }
+      if (!q.has(id)) q.set(id, probe("dotllm_quantize_row", id));
       return q.get(id)!;
     },
     canDequantize(id) {
-      if (!d.has(id)) {
-        d.set(id, native.fn.dotllm_dequantize_row(id, probe.address, probe.address, 0) === 0);
-      }
+      if (!d.has(id)) d.set(id, probe("dotllm_dequantize_row", id));
       return d.get(id)!;
     },
   };
