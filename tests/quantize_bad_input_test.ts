@@ -297,6 +297,15 @@ Deno.test(
     assert.equal(gguf.metadata.get("general.file_type"), 7);
     assert.deepEqual(gguf.tensors.map((t) => t.name), good.map((t) => t.name));
     assert.equal(readFileSync(out).length, doc.size_bytes);
+    // llama-quantize's `IN TYPE` form: OUT is <dir of IN>/ggml-model-<TYPE>.gguf.
+    const auto = await runDeno(["quantize", input, "q8_0"]);
+    assert.equal(auto.code, 0, auto.stderr);
+    assert.deepEqual(readFileSync(join(dir, "ggml-model-Q8_0.gguf")), readFileSync(out));
+    // --dry-run writes nothing and lists every tensor.
+    const dry = await runDeno(["quantize", "--dry-run", input, join(dir, "dry.gguf"), "Q4_K_M"]);
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.match(dry.stdout, /^blk\.0\.ffn_up\.weight +f32 -> q5_0 +64 x 16$/m);
+    assert.ok(!existsSync(join(dir, "dry.gguf")));
   }),
 );
 
