@@ -15,6 +15,7 @@ import { benchCommand } from "./src/cli/bench.ts";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { runCommand } from "./src/cli/run.ts";
 import { inspectCommand } from "./src/cli/inspect.ts";
+import { quantizeCommand } from "./src/cli/quantize.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { prepareLibrary } from "./src/native/locate.ts";
 import { errorStyle } from "./src/cli/terminal.ts";
@@ -35,6 +36,7 @@ export const commands: readonly Command[] = [
   listCommand,
   rmCommand,
   benchCommand,
+  quantizeCommand,
 ];
 
 function helpText(): string {
