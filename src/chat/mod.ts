@@ -19,3 +19,10 @@ export {
 } from "./builtins.ts";
 export { chatTemplateFor, ggufChatTemplate, templateTokens } from "./model_template.ts";
 export { strftime } from "./strftime.ts";
+export {
+  ChatSession,
+  type ChatSessionOptions,
+  type ChatTurn,
+  type ChatTurnOptions,
+} from "./session.ts";
+export { applyChatTemplate, type ApplyTemplateOptions, cachedChatTemplate } from "./apply.ts";

@@ -2,6 +2,7 @@
 export {
   type GeneratedPiece,
   Llm,
+  type LlmChatOptions,
   type LlmGenerateOptions,
   type LlmOptions,
   type TokenizeOptions,
