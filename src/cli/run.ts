@@ -16,6 +16,7 @@ import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from 
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
+import { CHAT_TEMPLATE_HELP, cliChatTemplate, oneLine } from "./_chat_template.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
 
@@ -41,7 +42,9 @@ Options:
   -b, --batch-size N       prompt tokens per batch (default 512)
       --cache-type T       KV cache type, f16 or f32 (default f16)
       --stop S             stop before the string S (repeatable)
-      --echo               print the prompt before the generated text
+      --chat               the prompt is one user turn through the model's chat template
+      --system TEXT        with --chat: a system message before it
+${CHAT_TEMPLATE_HELP}      --echo               print the prompt before the generated text
       --json               print one JSON object instead of streamed text
   -q, --quiet              no summary on stderr
   -h, --help               this help
@@ -61,6 +64,8 @@ interface RunArgs {
   echo: boolean;
   json: boolean;
   quiet: boolean;
+  /** `--chat`: the prompt is one user turn (with `--system`) through this template (undefined: the model's). */
+  chat?: { system?: string; template?: string };
 }
 
 function str(values: OptionValues, name: string): string | undefined {
@@ -157,6 +162,11 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
   if (args.sampling.repeatPenalty === 0) {
     throw new UsageError("--repeat-penalty must be > 0, got 0");
   }
+  if (values.chat === true) {
+    args.chat = { system: str(values, "system"), template: str(values, "chat-template") };
+  } else if (values.system !== undefined || values["chat-template"] !== undefined) {
+    throw new UsageError("--system and --chat-template need --chat");
+  }
   args.prompt = readPrompt(values);
   return args;
 }
@@ -228,11 +238,12 @@ function summaryText({ model, args, result, loadMs, totalMs }: Summary): string 
     `(${model.cacheType}), scratch ${mib(m.scratchBytes)}\n`;
 }
 
-function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
+function jsonText({ model, args, result, loadMs, totalMs }: Summary, prompt?: string): string {
   const t = result.timings;
   const perSecond = (n: number, ms: number) => (ms > 0 ? n / ms * 1000 : null);
   const generationMs = t.decodeMs + t.samplingMs;
   return JSON.stringify({
+    ...(prompt === undefined ? {} : { prompt }),
     text: result.text,
     tokens: Array.from(result.tokens),
     finish_reason: result.finishReason,
@@ -272,6 +283,20 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
     } catch (error) {
       throw new Error(`"${args.model}": ${error instanceof Error ? error.message : error}`);
     }
+    let rendered: string | undefined;
+    if (args.chat !== undefined) {
+      const template = cliChatTemplate(model.gguf, tokenizer, args.chat.template, args.model);
+      const messages = args.chat.system === undefined
+        ? [{ role: "user", content: args.prompt }]
+        : [{ role: "system", content: args.chat.system }, { role: "user", content: args.prompt }];
+      try {
+        rendered = template.render(messages);
+      } catch (error) {
+        throw new Error(
+          oneLine(`"${args.chat.template ?? args.model}": ${(error as Error).message}`),
+        );
+      }
+    }
     if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
     const sampler = new Sampler(model.config.vocabSize, args.sampling, args.seed);
     const loadMs = performance.now() - start;
@@ -283,9 +308,9 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
     process.on("SIGINT", onInterrupt);
     let result: GenerationResult;
     try {
-      if (args.echo && !args.json) writeStdout(args.prompt);
+      if (args.echo && !args.json) writeStdout(rendered ?? args.prompt);
       result = await generate(model, tokenizer, sampler, {
-        prompt: args.prompt,
+        prompt: rendered ?? args.prompt,
         maxTokens: args.nPredict,
         stop: args.stop,
         onText: args.json ? undefined : writeStdout,
@@ -297,7 +322,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
     }
     const summary = { model, args, result, loadMs, totalMs: performance.now() - start };
     if (args.json) {
-      writeStdout(jsonText(summary));
+      writeStdout(jsonText(summary, rendered));
     }
     if (!args.quiet) {
       if (result.finishReason === "context") {
@@ -338,6 +363,9 @@ export const runCommand: Command = {
     "cache-type": { type: "string" },
     stop: { type: "string", multiple: true },
     echo: { type: "boolean" },
+    chat: { type: "boolean" },
+    system: { type: "string" },
+    "chat-template": { type: "string" },
     json: { type: "boolean" },
     quiet: { type: "boolean", short: "q" },
   },
