@@ -136,6 +136,11 @@ export class ChatSession {
       : [{ role: "system", content: this.#system }, ...this.#messages];
   }
 
+  /** The model's context, in tokens. */
+  get contextSize(): number {
+    return this.#model.contextSize;
+  }
+
   /** Tokens held in the KV cache. */
   get cachedTokens(): number {
     return this.#computed;

@@ -68,13 +68,15 @@ interface RunArgs {
   chat?: { system?: string; template?: string };
 }
 
-function str(values: OptionValues, name: string): string | undefined {
+/** The last value of string option `name`. */
+export function str(values: OptionValues, name: string): string | undefined {
   const v = values[name];
   if (Array.isArray(v)) return String(v[v.length - 1]);
   return typeof v === "string" ? v : undefined;
 }
 
-function number(
+/** Numeric option `flag`, checked (a {@linkcode UsageError} names it). */
+export function number(
   values: OptionValues,
   flag: string,
   fallback: number,
