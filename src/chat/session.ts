@@ -48,6 +48,8 @@ export interface ChatSessionOptions {
   seed?: number;
   /** The clock the template's `strftime_now` reads; default now. */
   now?: () => Date;
+  /** A conversation to continue (not yet in the cache: the first turn prefills it). */
+  messages?: readonly ChatMessage[];
 }
 
 /** Options of one turn. */
@@ -121,6 +123,7 @@ export class ChatSession {
     this.#tokenizer = tokenizer;
     this.#template = template;
     this.#system = options.system;
+    this.#messages = (options.messages ?? []).map((m) => ({ role: m.role, content: m.content }));
     this.#now = options.now ?? (() => new Date());
     this.#sampler = new Sampler(
       model.config.vocabSize,
