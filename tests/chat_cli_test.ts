@@ -354,3 +354,64 @@ Deno.test("chat: in a terminal (tmux): two turns, a multi-line message, Ctrl-C m
     await Deno.remove(log);
   }
 });
+
+// ---- Bun, and the single executable -----------------------------------------
+
+async function execOut(cmd: string, args: string[], input: string, cwd = repoRoot) {
+  const child = new Deno.Command(cmd, {
+    args,
+    cwd,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(input));
+  await writer.close();
+  const out = await child.output();
+  return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
+}
+
+Deno.test("chat under Bun and in the Bun single executable: the same conversation as under Deno", async () => {
+  const tiny = tinyChatModel();
+  const args = ["chat", tiny, "-n", "5", "--temp", "1", "-s", "11", "-t", "1", "-q"];
+  const input = "Hi\nTell me more\n";
+  const deno = await cli(args, input);
+  assert.equal(deno.code, 0, deno.stderr);
+  const bun = await execOut("bun", [join(repoRoot, "cli.ts"), ...args], input);
+  assert.equal(bun.code, 0, bun.stderr);
+  assert.equal(bun.stdout, deno.stdout);
+
+  const dir = await Deno.makeTempDir();
+  try {
+    const exe = join(dir, "dotllm");
+    const compile = await execOut(Deno.execPath(), [
+      "run",
+      "--quiet",
+      "--allow-run",
+      "--allow-read",
+      "--allow-env",
+      join(repoRoot, "scripts/compile.ts"),
+      "bun",
+      exe,
+    ], "");
+    assert.equal(compile.code, 0, compile.stderr);
+    const alone = await execOut(exe, args, input, dir);
+    assert.equal(alone.code, 0, alone.stderr);
+    assert.equal(alone.stdout, deno.stdout);
+    const rendered = await execOut(
+      exe,
+      ["run", tiny, "--chat", "--chat-template", "llama3", "-p", "Hi", "-n", "1", "--json"],
+      "",
+      dir,
+    );
+    assert.equal(rendered.code, 0, rendered.stderr);
+    assert.equal(
+      JSON.parse(rendered.stdout).prompt,
+      "<|im_start|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
