@@ -53,7 +53,8 @@ const template = chatTemplateFor(model.gguf, tokenizer, undefined);
 const TOPICS = ["rivers", "bridges", "clocks", "forests", "trains", "harbours", "gardens", "stars"];
 const user = (i: number) =>
   `Turn ${i}: tell me about ${TOPICS[i % TOPICS.length]}, their history, how they are built ` +
-  `or formed, and why people care about them. Keep it short, a few sentences at most, please.`;
+  `or formed, and why people care about them. Keep it short, a few sentences at most, please, ` +
+  `and thank you very much.`;
 const reply = (i: number) =>
   `Here is a short answer about ${TOPICS[i % TOPICS.length]}. They have a long history, ` +
   `they are built or formed over many years, and people care about them because they shape ` +
