@@ -79,7 +79,7 @@ Deno.test({
     assert.equal(out.code, 0, stderr);
     const result = JSON.parse(new TextDecoder().decode(out.stdout));
     assert.equal(result.prompt, chatCase.prompt);
-    const expected = (chatCase.generated_ids as number[]).filter((id, i, all) =>
+    const expected = (chatCase.generated_ids as number[]).filter((_id, i, all) =>
       i < all.length - 1 || result.finish_reason !== "stop"
     );
     assert.deepEqual(result.tokens, expected);
