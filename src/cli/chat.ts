@@ -14,7 +14,7 @@
 import process from "node:process";
 import { createInterface, type Interface } from "node:readline";
 import { isatty } from "node:tty";
-import { ChatSession, type ChatTurn } from "../chat/mod.ts";
+import { ChatSession, ChatTemplateError, type ChatTurn } from "../chat/mod.ts";
 import { GgufError } from "../gguf/reader.ts";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
 import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
@@ -225,8 +225,9 @@ class ChatLoop {
         },
       });
     } catch (error) {
-      if (error instanceof RangeError) {
-        writeStderr(`dotllm: ${oneLine(error.message)}\n`);
+      // The message does not fit, or the template refuses the conversation: say so, keep going.
+      if (error instanceof RangeError || error instanceof ChatTemplateError) {
+        writeStderr(`dotllm: ${oneLine(error.message)} (the message was not sent)\n`);
         return true;
       }
       throw error;
