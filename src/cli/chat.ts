@@ -352,6 +352,16 @@ async function chat(values: OptionValues, positionals: string[]): Promise<number
       throw new Error(`"${args.model}": ${error instanceof Error ? error.message : error}`);
     }
     const template = cliChatTemplate(model.gguf, tokenizer, args.template, args.model);
+    // A template that cannot render a first turn is an error now, not at the first message.
+    try {
+      const probe = [{ role: "user", content: "Hello" }];
+      template.render(
+        args.system === undefined ? probe : [{ role: "system", content: args.system }, ...probe],
+      );
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      throw new Error(oneLine(`"${args.template ?? args.model}": ${message}`));
+    }
     if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
     const session = new ChatSession(model, tokenizer, template, {
       system: args.system,
