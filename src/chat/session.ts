@@ -89,7 +89,10 @@ export interface ChatTurn {
 
 /** The event loop gets a turn at least this often, so a SIGINT handler can run. */
 const YIELD_INTERVAL_MS = 50;
-/** A turn keeps at least this share of the context free for the reply (when the reply has no limit). */
+/**
+ * Without a reply limit, turns are dropped until 1/REPLY_ROOM_SHARE of the
+ * context is free for the reply (a limit N keeps min(N, half the context) free).
+ */
 const REPLY_ROOM_SHARE = 4;
 
 function yieldToEventLoop(): Promise<void> {
@@ -195,8 +198,8 @@ export class ChatSession {
     const prompt = plan.tokens;
     if (prompt.length >= model.contextSize) {
       throw new RangeError(
-        `the message is ${prompt.length} tokens, more than the context of ${model.contextSize} ` +
-          "holds with room for a reply (raise -c/--ctx-size)",
+        `the message makes a prompt of ${prompt.length} tokens, which the context of ` +
+          `${model.contextSize} tokens cannot hold (raise -c/--ctx-size)`,
       );
     }
     this.#messages = turn;
