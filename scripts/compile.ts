@@ -74,8 +74,25 @@ try {
 }
 if (runtime === "bun") await installNpmImportsForBun();
 
+/** deno.json's `npm:` import specifiers. */
+function npmSpecifiers(): string[] {
+  const imports: Record<string, string> = JSON.parse(readFileSync("deno.json", "utf8")).imports;
+  return Object.values(imports).filter((spec) => spec.startsWith("npm:"));
+}
+
 const command = runtime === "bun"
-  ? ["bun", "build", "--compile", "--minify", "cli.ts", ...libraries, "--outfile", output]
+  ? [
+    "bun",
+    "build",
+    "--compile",
+    "--minify",
+    // The `npm:` imports are Deno's branch (src/chat/_jinja.ts); Bun takes the bare name.
+    ...npmSpecifiers().flatMap((spec) => ["--external", spec]),
+    "cli.ts",
+    ...libraries,
+    "--outfile",
+    output,
+  ]
   : [
     "deno",
     "compile",

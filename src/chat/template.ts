@@ -25,7 +25,7 @@
  *
  * @module
  */
-import { Environment, Interpreter, Template } from "@huggingface/jinja";
+import { Environment, Interpreter, type Program, Template } from "./_jinja.ts";
 import { BUILTIN_TEMPLATES, type BuiltinTemplateName, isBuiltinTemplateName } from "./builtins.ts";
 import { strftime } from "./strftime.ts";
 
@@ -122,7 +122,7 @@ export class ChatTemplate {
   /** The Jinja source. */
   readonly source: string;
   readonly #tokens: Required<ChatTemplateTokens>;
-  readonly #program: Template["parsed"];
+  readonly #program: Program;
   #systemRole?: boolean;
   #reasoning?: ReasoningMarkers | null;
 
