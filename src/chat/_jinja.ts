@@ -7,10 +7,12 @@
  *
  * @module
  */
+// deno-lint-ignore no-import-prefix -- over http(s) deno.json's import map does not apply
 import type * as Jinja from "npm:@huggingface/jinja@0.5.13";
 
 const jinja: typeof Jinja = "Bun" in globalThis
   ? await import("@huggingface/jinja")
+  // deno-lint-ignore no-import-prefix -- as above
   : await import("npm:@huggingface/jinja@0.5.13");
 
 /** The Jinja engine's classes. */
