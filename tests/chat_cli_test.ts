@@ -6,78 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { openGguf } from "../src/gguf/mod.ts";
 import { makeModel } from "../src/gguf/make_model.ts";
-import { Tokenizer } from "../src/tokenizer/mod.ts";
-import { chatTemplateFor } from "../src/chat/mod.ts";
-import { tinyChatModel } from "./_chat.ts";
+import { cli, DENO_ARGS, nextTurnTokens, notes, tinyChatModel } from "./_chat.ts";
 import { repoRoot, testdata } from "./_testdata.ts";
-
-const decoder = new TextDecoder();
-const DENO_ARGS = [
-  "run",
-  "--quiet",
-  "--no-prompt",
-  "--allow-ffi",
-  "--allow-read",
-  "--allow-env",
-  "--allow-sys=homedir",
-  join(repoRoot, "cli.ts"),
-];
-
-/** Runs the CLI with `input` on stdin (a pipe: no terminal). */
-async function cli(
-  args: string[],
-  input = "",
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [...DENO_ARGS, ...args],
-    cwd: repoRoot,
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "piped",
-    env: { NO_COLOR: "1" },
-  }).spawn();
-  const writer = child.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(input));
-  await writer.close();
-  const out = await child.output();
-  return { code: out.code, stdout: decoder.decode(out.stdout), stderr: decoder.decode(out.stderr) };
-}
-
-interface Note {
-  prefilled: number;
-  cached: number;
-  generated: number;
-  interrupted: boolean;
-}
-
-/** The per-turn notes `dotllm chat` prints on stderr. */
-function notes(stderr: string): Note[] {
-  const re =
-    /\[prefill (\d+) tokens \((\d+) cached\).*?, (\d+) tokens at [^\]]*?(, interrupted)?\]/g;
-  return [...stderr.matchAll(re)].map((m) => ({
-    prefilled: Number(m[1]),
-    cached: Number(m[2]),
-    generated: Number(m[3]),
-    interrupted: m[4] !== undefined,
-  }));
-}
-
-/** Tokens the SmolLM2 template adds after an assistant reply for the user message `text`. */
-function nextTurnTokens(model: string, text: string): number {
-  using file = openGguf(model);
-  const tokenizer = Tokenizer.fromGguf(file.gguf);
-  const template = chatTemplateFor(file.gguf, tokenizer);
-  const reply = "@@REPLY@@";
-  const rendered = template.render([
-    { role: "user", content: "a" },
-    { role: "assistant", content: reply },
-    { role: "user", content: text },
-  ]);
-  const delta = rendered.slice(rendered.indexOf(reply) + reply.length);
-  return tokenizer.encode(delta, { addSpecial: false, parseSpecial: true }).length;
-}
 
 Deno.test("chat: without a terminal, each line is a turn, each reply is followed by a blank line", async () => {
   const model = tinyChatModel();
@@ -197,6 +128,8 @@ Deno.test("run --chat: the prompt through the template, --system, --json include
 });
 
 // ---- a real terminal -------------------------------------------------------
+
+const decoder = new TextDecoder();
 
 async function sh(cmd: string, args: string[]): Promise<{ code: number; out: string }> {
   const o = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
