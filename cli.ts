@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { benchCommand } from "./src/cli/bench.ts";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { runCommand } from "./src/cli/run.ts";
+import { chatCommand } from "./src/cli/chat.ts";
 import { inspectCommand } from "./src/cli/inspect.ts";
 import { quantizeCommand } from "./src/cli/quantize.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
@@ -29,6 +30,7 @@ import { VERSION } from "./src/version.ts";
 /** Every command, in the order `--help` lists them. */
 export const commands: readonly Command[] = [
   runCommand,
+  chatCommand,
   inspectCommand,
   tokenizeCommand,
   detokenizeCommand,
@@ -115,7 +117,8 @@ export async function main(args: string[]): Promise<number> {
     }
     let parsed;
     try {
-      const args = joinNegativeValues(rest, command.options);
+      const spelled = rest.map((arg) => command.aliases?.[arg] ?? arg);
+      const args = joinNegativeValues(spelled, command.options);
       parsed = parseArgs({ args, options: command.options, allowPositionals: true });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
