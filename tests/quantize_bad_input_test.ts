@@ -209,6 +209,17 @@ Deno.test(
     const same = await runDeno(["quantize", q8, q8, "Q8_0"]);
     assert.equal(same.code, 1);
     assert.match(same.stderr, /input and output are the same file/);
+    mkdirSync(join(dir, "a-directory"));
+    const dirResult = await runDeno([
+      "quantize",
+      join(dir, "f32.gguf"),
+      join(dir, "a-directory"),
+      "Q8_0",
+    ]);
+    assert.equal(dirResult.code, 1);
+    assert.match(dirResult.stderr, /^dotllm: cannot write .*a-directory: is a directory\n$/);
+    assert.deepEqual(readdirSync(join(dir, "a-directory")), []);
+    assert.ok(!readdirSync(dir).some((f) => f.includes(".tmp-")));
     await expectFailure(
       [join(dir, "f32.gguf"), join(dir, "no", "dir.gguf"), "Q8_0"],
       join(dir, "no", "dir.gguf"),

@@ -175,6 +175,8 @@ export async function quantizeFile(
     if (sameFile(inPath, outPath)) {
       throw new QuantizeError(`input and output are the same file: ${outPath}`);
     }
+    // Refused before the work, not at the final rename.
+    if (isDirectory(outPath)) throw new QuantizeError(`cannot write ${outPath}: is a directory`);
     const tmpPath = `${outPath}.tmp-${process.pid}-${
       Math.floor(Math.random() * 0x1_0000_0000).toString(16).padStart(8, "0")
     }`;
@@ -265,6 +267,14 @@ export function planFile(inPath: string, options: QuantizeOptions): Quantization
     throw error;
   } finally {
     mapped.close();
+  }
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }
 
