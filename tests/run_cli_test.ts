@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { parseGguf } from "../src/gguf/reader.ts";
 import { GGML_TYPES, type GgmlTypeInfo } from "../src/gguf/types.ts";
 import { computableTypes } from "../src/kernels/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
-import { readFileSync } from "node:fs";
-import { parseGguf } from "../src/gguf/reader.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { patchedStories } from "./_golden.ts";
 import { runCli } from "./_run_cli.ts";
@@ -195,9 +195,8 @@ Deno.test("run: bad input is one line on stderr, nothing on stdout", async () =>
   assert.match(big.stderr, /context size 4096 exceeds the model's training context 2048/);
   // A ggml type the library does not compute (the set grows: pick one that is not in it).
   const computable = computableTypes(loadNative());
-  const type = (GGML_TYPES as readonly GgmlTypeInfo[]).find((t) =>
-    !computable.has(t.id) && !t.removed && 64 % t.blockSize === 0
-  )!;
+  const type = (GGML_TYPES as readonly GgmlTypeInfo[])
+    .find((t) => !computable.has(t.id) && !t.removed && 64 % t.blockSize === 0)!;
   const q4 = patchedStories(type.id);
   try {
     const out = await runCli(["run", q4, "-p", "x"]);
