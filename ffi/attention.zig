@@ -1,5 +1,7 @@
 //! Causal multi-head attention over a KV cache (F32 or F16), GQA/MQA/MHA, for a batch
-//! whose tokens may belong to different sequences.
+//! whose tokens may belong to different sequences, rounding as llama.cpp's x86 CPU
+//! build does without flash attention (so greedy tokens match it on models where one
+//! ulp matters).
 //!
 //! q: [tokens][heads·head_dim] f32, already roped. k, v: [slot_count·slot_rows]
 //! [kv_heads·head_dim] of the cache type: each sequence (slot) owns `slot_rows` rows, and
@@ -7,16 +9,26 @@
 //! sliding window keeps fewer rows than the context). Token t, at `positions[t]` of
 //! slot `slots[t]`, attends its own slot's positions [lo, positions[t]], lo = 0 or,
 //! with a sliding `window` > 0, positions[t] - window + 1. Query head h reads KV head
-//! h / (heads / kv_heads). A token's result depends only on its own query and its
-//! slot's rows, never on the other tokens of the batch.
+//! h / (heads / kv_heads).
 //!
-//! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads
-//! (later tokens see more keys; dynamic claiming balances a prefill). Each unit is
-//! computed by one thread the same way whatever the thread count. A unit attends all
-//! query heads that share its KV head together (each K/V row is read and converted
-//! once per pass). Softmax is computed online over blocks of `key_block` keys, so the
-//! only scratch is a fixed stack frame per worker (block scores and accumulators of
-//! up to `heads_per_pass` heads, ~20 KiB): nothing is allocated.
+//! The arithmetic is ggml's: q is rounded to the cache type (ggml converts src1 to the
+//! vec_dot type), kq = mul_mat(K, q), softmax(kq·scale) with ggml_v_expf and a double
+//! sum over 16-key chunks, the probabilities scaled by (float)(1/sum) and rounded to the
+//! cache type, then kqv = mul_mat(Vᵀ, p). ggml's CPU mul_mat takes llamafile's tinyBLAS
+//! when the batch has two tokens or more (one 16-lane fused multiply-add chain per
+//! output, then a lane tree) and ggml_vec_dot_f16 for a single token (four 16-lane
+//! chains over steps of 64, summed 0+2, 1+3, then together, then the lane tree; a tail
+//! of fewer than 64 in double). `Mode` names the two; the batch's token count chooses,
+//! as there, so a token's result depends on its own query, its slot's rows and whether
+//! it was decoded alone. Keys sit in lanes by their index from the first visible key
+//! (llama.cpp's cell 0); cells it masks contribute exact zeros, so its padding of the KV
+//! length to 256 cells changes nothing.
+//!
+//! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads.
+//! Each unit is computed by one thread the same way whatever the thread count. The only
+//! scratch is a fixed stack frame per worker (the scores of up to `score_capacity` keys
+//! for `heads_per_pass` heads, and the lane accumulators of one 16-dim slice, ~40 KiB):
+//! nothing is allocated. Longer contexts recompute scores per window of keys.
 const std = @import("std");
 const simd = @import("simd.zig");
 const pool_zig = @import("pool.zig");
@@ -24,14 +36,22 @@ const kernels = @import("kernels.zig");
 
 const Pool = pool_zig.Pool;
 const Status = pool_zig.Status;
-const lanes = simd.f32_lanes;
-const F32x = simd.F32x;
+/// ggml's AVX-512 vector width, used on every target so results never depend on it.
+const lanes = 16;
+const V16 = @Vector(lanes, f32);
 
 pub const head_dim_max = kernels.head_dim_max;
-/// Keys scored per block of the online softmax.
-pub const key_block = 64;
+/// Keys whose scores a unit keeps per head (a multiple of 64); beyond this the scores of
+/// each window of keys are recomputed, trading time for a fixed stack frame.
+pub const score_capacity = 1024;
 /// Below this many (token, key, dim) multiply-adds attention runs on the calling thread.
 pub const parallel_threshold: usize = 1 << 15;
+/// Query heads attended together: each K row is loaded (and converted) once per pass.
+pub const heads_per_pass = 8;
+
+/// ggml CPU mul_mat paths: `gemm` is llamafile's tinyBLAS (two tokens or more),
+/// `vec_dot` ggml_vec_dot_f16 / _f32 (one token).
+pub const Mode = enum { gemm, vec_dot };
 
 pub fn Job(comptime T: type) type {
     return struct {
@@ -57,124 +77,255 @@ pub fn Job(comptime T: type) type {
             const first = if (job.window > 0 and pos + 1 > job.window) pos + 1 - job.window else 0;
             return .{ .first = first, .count = pos + 1 - first };
         }
+
+        /// tinyBLAS takes kq when the batch has 2+ tokens and head_dim is a multiple of 16.
+        fn kqMode(job: *const @This()) Mode {
+            return if (job.tokens >= 2 and job.head_dim % lanes == 0) .gemm else .vec_dot;
+        }
+
+        /// tinyBLAS takes kqv when the batch has 2+ tokens and head_dim (its rows) is a
+        /// multiple of 4; the KV length is padded to 256 cells, a multiple of its 16.
+        fn kqvMode(job: *const @This()) Mode {
+            return if (job.tokens >= 2 and job.head_dim % 4 == 0) .gemm else .vec_dot;
+        }
     };
 }
 
-inline fn dot(comptime T: type, q: [*]const f32, k: [*]const T, n: usize) f32 {
-    var acc: F32x = @splat(0);
-    var i: usize = 0;
-    while (i + lanes <= n) : (i += lanes) {
-        acc = @mulAdd(F32x, simd.loadAsF32(f32, lanes, q + i), simd.loadAsF32(T, lanes, k + i), acc);
+/// A value rounded to the cache type, as ggml converts an f32 operand to the vec_dot type.
+inline fn roundTo(comptime T: type, x: f32) f32 {
+    return if (T == f32) x else @floatCast(@as(T, @floatCast(x)));
+}
+
+/// Lane tree of one vector: lane i + lane i+8, then +4, +2, +1 (_mm512_reduce_add_ps).
+inline fn laneSum(v: V16) f32 {
+    return simd.hsum(lanes, f32, v);
+}
+
+/// q·k as ggml's mul_mat computes one kq element (q already rounded to the cache type).
+inline fn score(comptime T: type, comptime mode: Mode, q: [*]const f32, k: [*]const T, n: usize) f32 {
+    switch (mode) {
+        .gemm => {
+            var acc: V16 = @splat(0);
+            var i: usize = 0;
+            while (i < n) : (i += lanes) acc = @mulAdd(V16, simd.loadAsF32(T, lanes, k + i), simd.loadAsF32(f32, lanes, q + i), acc);
+            return laneSum(acc);
+        },
+        .vec_dot => {
+            var acc: [4]V16 = @splat(@splat(0));
+            const np = n & ~@as(usize, 4 * lanes - 1);
+            var i: usize = 0;
+            while (i < np) : (i += 4 * lanes) {
+                inline for (0..4) |j| acc[j] = @mulAdd(V16, simd.loadAsF32(T, lanes, k + i + j * lanes), simd.loadAsF32(f32, lanes, q + i + j * lanes), acc[j]);
+            }
+            var sum: f64 = @as(f64, laneSum((acc[0] + acc[2]) + (acc[1] + acc[3])));
+            while (i < n) : (i += 1) sum += @as(f64, simd.toF32(T, k[i]) * q[i]);
+            return @floatCast(sum);
+        },
     }
-    var sum = simd.hsum(lanes, f32, acc);
-    while (i < n) : (i += 1) sum = @mulAdd(f32, q[i], simd.toF32(T, k[i]), sum);
+}
+
+/// Per-unit state on the worker's stack.
+fn Unit(comptime T: type) type {
+    return struct {
+        /// q of each head of the pass, rounded to the cache type.
+        q: [heads_per_pass][head_dim_max]f32 align(64),
+        /// Scores, then exponentials, then rounded probabilities of every key (when they fit).
+        scores: [heads_per_pass][score_capacity]f32 align(64),
+        max: [heads_per_pass]f32,
+        inv: [heads_per_pass]f32,
+        n_heads: usize,
+        keys: usize,
+        first: usize,
+        k_base: [*]const T,
+        v_base: [*]const T,
+    };
+}
+
+/// Scores·scale of `count` keys from key index `p0` for `n_heads` query heads (rows of
+/// `q`) into the rows of `scores`.
+fn fillScores(comptime T: type, comptime mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), q: [*]const [head_dim_max]f32, n_heads: usize, k_base: [*]const T, first: usize, p0: usize, count: usize, scores: [*][score_capacity]f32) void {
+    const head_dim = head_dim_fixed orelse job.head_dim;
+    const kv_dim = job.kv_heads * head_dim;
+    var row = (first + p0) % job.slot_rows;
+    for (0..count) |i| {
+        const k = k_base + row * kv_dim;
+        for (0..n_heads) |h| scores[h][i] = score(T, mode, (&q[h]).ptr, k, head_dim) * job.scale;
+        row += 1;
+        if (row == job.slot_rows) row = 0;
+    }
+}
+
+/// e^(s - max) in place over `count` scores (zero-padded to whole 16-key chunks, as the
+/// masked cells of ggml's row), returning the double sum of the chunks' lane trees.
+fn expChunks(row: *[score_capacity]f32, count: usize, max: f32) f64 {
+    const padded = std.mem.alignForward(usize, count, lanes);
+    var sum: f64 = 0;
+    var i: usize = 0;
+    while (i < padded) : (i += lanes) {
+        const x = simd.loadAsF32(f32, lanes, row[i..].ptr);
+        var e = simd.expGgml(lanes, x - @as(V16, @splat(max)));
+        if (i + lanes > count) {
+            const idx = std.simd.iota(u32, lanes) + @as(@Vector(lanes, u32), @splat(@intCast(i)));
+            e = @select(f32, idx < @as(@Vector(lanes, u32), @splat(@intCast(count))), e, @as(V16, @splat(0)));
+        }
+        simd.storeF32(lanes, row[i..].ptr, e);
+        sum += @as(f64, laneSum(e));
+    }
     return sum;
 }
 
-/// acc[0..n] += p · v
-fn axpy(acc: [*]f32, p: f32, v: [*]const f32, n: usize) void {
-    const p_v: F32x = @splat(p);
+/// Probabilities e·inv rounded to the cache type (kq converted to the vec_dot type).
+fn normalize(comptime T: type, row: *[score_capacity]f32, count: usize, inv: f32) void {
+    const padded = std.mem.alignForward(usize, count, lanes);
     var i: usize = 0;
-    while (i + lanes <= n) : (i += lanes) {
-        simd.storeF32(lanes, acc + i, @mulAdd(F32x, p_v, simd.loadAsF32(f32, lanes, v + i), simd.loadAsF32(f32, lanes, acc + i)));
+    while (i < padded) : (i += lanes) {
+        const p = simd.loadAsF32(f32, lanes, row[i..].ptr) * @as(V16, @splat(inv));
+        const r: V16 = if (T == f32) p else @floatCast(@as(@Vector(lanes, T), @floatCast(p)));
+        simd.storeF32(lanes, row[i..].ptr, r);
     }
-    while (i < n) : (i += 1) acc[i] = @mulAdd(f32, p, v[i], acc[i]);
 }
 
-/// acc[0..n] *= keep
-fn scaleInPlace(acc: [*]f32, keep: f32, n: usize) void {
-    const keep_v: F32x = @splat(keep);
-    var i: usize = 0;
-    while (i + lanes <= n) : (i += lanes) simd.storeF32(lanes, acc + i, simd.loadAsF32(f32, lanes, acc + i) * keep_v);
-    while (i < n) : (i += 1) acc[i] *= keep;
+fn partial(comptime T: type, v: [*]const T, width: usize) V16 {
+    var buf: [lanes]f32 = @splat(0);
+    for (0..width) |d| buf[d] = simd.toF32(T, v[d]);
+    return buf;
 }
 
-/// A cache row as f32: the row itself for an F32 cache, else converted into `buffer`.
-fn rowF32(comptime T: type, row: [*]const T, n: usize, buffer: [*]f32) [*]const f32 {
-    if (T == f32) return row;
-    var i: usize = 0;
-    while (i + lanes <= n) : (i += lanes) simd.storeF32(lanes, buffer + i, simd.loadAsF32(T, lanes, row + i));
-    while (i < n) : (i += 1) buffer[i] = simd.toF32(T, row[i]);
-    return buffer;
+/// Lane accumulators of one 16-dim slice of one head's output: key p feeds row p % rows.
+fn Accumulator(comptime mode: Mode) type {
+    return struct {
+        const rows = if (mode == .gemm) lanes else 4 * lanes;
+        acc: [rows]V16 = @splat(@splat(0)),
+
+        /// Adds `count` keys from key index p0 (a multiple of 64) with probabilities `p`.
+        inline fn add(self: *@This(), comptime T: type, p: [*]const f32, v_base: [*]const T, kv_dim: usize, slot_rows: usize, first: usize, p0: usize, count: usize, width: usize) void {
+            var row = (first + p0) % slot_rows;
+            for (0..count) |i| {
+                const v = v_base + row * kv_dim;
+                const vv: V16 = if (width == lanes) simd.loadAsF32(T, lanes, v) else partial(T, v, width);
+                const r = (p0 + i) % rows;
+                self.acc[r] = @mulAdd(V16, vv, @as(V16, @splat(p[i])), self.acc[r]);
+                row += 1;
+                if (row == slot_rows) row = 0;
+            }
+        }
+
+        /// Per dim: the tree of rows ggml reduces (see the module doc).
+        inline fn result(self: *const @This()) V16 {
+            var x: [lanes]V16 = undefined;
+            if (mode == .gemm) {
+                x = self.acc;
+            } else for (0..lanes) |i| {
+                x[i] = (self.acc[i] + self.acc[2 * lanes + i]) + (self.acc[lanes + i] + self.acc[3 * lanes + i]);
+            }
+            // A vertical lane tree: row i + row i+8, then +4, +2, +1.
+            comptime var half: usize = lanes / 2;
+            inline while (half > 0) : (half /= 2) {
+                inline for (0..half) |i| x[i] = x[i] + x[i + half];
+            }
+            return x[0];
+        }
+    };
 }
 
-/// Query heads attended together: each K and V row is loaded (and converted) once per pass.
-pub const heads_per_pass = 8;
+/// Head h's output dims [d0, d0+16): every key, from the probabilities kept in the unit
+/// (all keys fit) or recomputed per window of `score_capacity` keys.
+fn attendSlice(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), unit: *const Unit(T), h: usize, d0: usize, window_scores: *[1][score_capacity]f32) V16 {
+    const head_dim = head_dim_fixed orelse job.head_dim;
+    const kv_dim = job.kv_heads * head_dim;
+    const width = @min(lanes, head_dim - d0);
+    var acc: Accumulator(kqv_mode) = .{};
+    if (unit.keys <= score_capacity) {
+        acc.add(T, (&unit.scores[h]).ptr, unit.v_base + d0, kv_dim, job.slot_rows, unit.first, 0, unit.keys, width);
+    } else {
+        var p0: usize = 0;
+        while (p0 < unit.keys) : (p0 += score_capacity) {
+            const count = @min(score_capacity, unit.keys - p0);
+            fillScores(T, kq_mode, head_dim_fixed, job, unit.q[h..].ptr, 1, unit.k_base, unit.first, p0, count, window_scores);
+            _ = expChunks(&window_scores[0], count, unit.max[h]);
+            normalize(T, &window_scores[0], count, unit.inv[h]);
+            acc.add(T, (&window_scores[0]).ptr, unit.v_base + d0, kv_dim, job.slot_rows, unit.first, p0, count, width);
+        }
+    }
+    return acc.result();
+}
 
 /// One work unit: token t, KV head g, and every query head that reads g. A comptime
 /// `head_dim_fixed` (64, 128) unrolls every loop over the head; the arithmetic and its
 /// order are the same as with a runtime head_dim.
-fn attendUnit(comptime T: type, comptime head_dim_fixed: ?usize, job: *const Job(T), t: usize, g: usize) void {
+fn attendUnit(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), t: usize, g: usize) void {
     const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
     const group = job.heads / job.kv_heads;
     const range = job.keyRange(t);
-    const keys = range.count;
     const slot_base = @as(usize, @intCast(job.slots[t])) * job.slot_rows;
-    const k_base = job.k + slot_base * kv_dim + g * head_dim;
-    const v_base = job.v + slot_base * kv_dim + g * head_dim;
+    var unit: Unit(T) = undefined;
+    var window_scores: [1][score_capacity]f32 align(64) = undefined;
+    unit.keys = range.count;
+    unit.first = range.first;
+    unit.k_base = job.k + slot_base * kv_dim + g * head_dim;
+    unit.v_base = job.v + slot_base * kv_dim + g * head_dim;
+    const keys = unit.keys;
     var h0 = g * group;
     while (h0 < (g + 1) * group) : (h0 += heads_per_pass) {
         const n_heads = @min(heads_per_pass, (g + 1) * group - h0);
+        unit.n_heads = n_heads;
         const q = job.q + (t * job.heads + h0) * head_dim;
-        var acc: [heads_per_pass][head_dim_max]f32 align(64) = undefined;
-        var scores: [heads_per_pass][key_block]f32 align(64) = @splat(@splat(0));
-        var max: [heads_per_pass]f32 = @splat(-std.math.inf(f32));
-        var sum: [heads_per_pass]f32 = @splat(0);
-        var row_buffer: [head_dim_max]f32 align(64) = undefined;
-        for (0..n_heads) |h| @memset((&acc[h])[0..head_dim], 0);
+        for (0..n_heads) |h| {
+            for (0..head_dim) |i| unit.q[h][i] = roundTo(T, q[h * head_dim + i]);
+        }
+        // Pass 1: scores (kept if they fit) and their maximum.
+        unit.max = @splat(-std.math.inf(f32));
         var p0: usize = 0;
-        while (p0 < keys) : (p0 += key_block) {
-            const count = @min(key_block, keys - p0);
-            // Cache rows of this block's keys: consecutive, wrapping at the ring's end.
-            var rows: [key_block]usize = undefined;
-            var next_row = (range.first + p0) % job.slot_rows;
-            for (0..count) |i| {
-                rows[i] = next_row;
-                next_row += 1;
-                if (next_row == job.slot_rows) next_row = 0;
-            }
-            for (0..count) |i| {
-                const k = rowF32(T, k_base + rows[i] * kv_dim, head_dim, row_buffer[0..].ptr);
-                for (0..n_heads) |h| (&scores[h])[i] = dot(f32, q + h * head_dim, k, head_dim) * job.scale;
-            }
+        while (p0 < keys) : (p0 += score_capacity) {
+            const count = @min(score_capacity, keys - p0);
+            fillScores(T, kq_mode, head_dim_fixed, job, &unit.q, n_heads, unit.k_base, unit.first, p0, count, &unit.scores);
             for (0..n_heads) |h| {
-                var block_max: f32 = -std.math.inf(f32);
-                const row = &scores[h];
-                for (0..count) |i| block_max = @max(block_max, row[i]);
-                const new_max = @max(max[h], block_max);
-                // The first block rescales an all-zero accumulator: keep = 0 avoids inf - inf.
-                const keep = if (max[h] == -std.math.inf(f32)) 0 else @exp(max[h] - new_max);
-                max[h] = new_max;
-                var i: usize = 0;
-                while (i < count) : (i += lanes) {
-                    const v = simd.loadAsF32(f32, lanes, row[i..].ptr);
-                    simd.storeF32(lanes, row[i..].ptr, simd.exp(lanes, v - @as(F32x, @splat(new_max))));
-                }
-                var block_sum: f32 = 0;
-                for (0..count) |e| block_sum += row[e];
-                sum[h] = @mulAdd(f32, sum[h], keep, block_sum);
-                scaleInPlace(&acc[h], keep, head_dim);
+                for (unit.scores[h][0..count]) |s| unit.max[h] = @max(unit.max[h], s);
             }
-            for (0..count) |i| {
-                const v = rowF32(T, v_base + rows[i] * kv_dim, head_dim, row_buffer[0..].ptr);
-                for (0..n_heads) |h| axpy(&acc[h], (&scores[h])[i], v, head_dim);
+        }
+        // Pass 2: exponentials, their double sum, and the probabilities.
+        var sum: [heads_per_pass]f64 = @splat(0);
+        if (keys <= score_capacity) {
+            for (0..n_heads) |h| sum[h] = expChunks(&unit.scores[h], keys, unit.max[h]);
+        } else {
+            p0 = 0;
+            while (p0 < keys) : (p0 += score_capacity) {
+                const count = @min(score_capacity, keys - p0);
+                fillScores(T, kq_mode, head_dim_fixed, job, &unit.q, n_heads, unit.k_base, unit.first, p0, count, &unit.scores);
+                for (0..n_heads) |h| sum[h] += expChunks(&unit.scores[h], count, unit.max[h]);
             }
         }
         for (0..n_heads) |h| {
+            unit.inv[h] = @floatCast(1.0 / sum[h]);
+            if (keys <= score_capacity) normalize(T, &unit.scores[h], keys, unit.inv[h]);
+        }
+        // Pass 3: kqv, one 16-dim slice of one head at a time.
+        for (0..n_heads) |h| {
             const out = job.out + (t * job.heads + h0 + h) * head_dim;
-            const inv = 1.0 / sum[h];
-            const row = &acc[h];
-            for (0..head_dim) |i| out[i] = row[i] * inv;
+            var d0: usize = 0;
+            while (d0 < head_dim) : (d0 += lanes) {
+                const r = attendSlice(T, kq_mode, kqv_mode, head_dim_fixed, job, &unit, h, d0, &window_scores);
+                const width = @min(lanes, head_dim - d0);
+                if (width == lanes) {
+                    simd.storeF32(lanes, out + d0, r);
+                } else for (0..width) |d| {
+                    out[d0 + d] = r[d];
+                }
+            }
         }
     }
 }
 
 /// Units are (token, KV head) pairs, token-major.
 fn attendRange(comptime T: type, job: *const Job(T), unit_begin: usize, unit_end: usize) void {
-    switch (job.head_dim) {
-        inline 64, 128 => |head_dim| for (unit_begin..unit_end) |u| attendUnit(T, head_dim, job, u / job.kv_heads, u % job.kv_heads),
-        else => for (unit_begin..unit_end) |u| attendUnit(T, null, job, u / job.kv_heads, u % job.kv_heads),
+    switch (job.kqMode()) {
+        inline else => |kq_mode| switch (job.kqvMode()) {
+            inline else => |kqv_mode| switch (job.head_dim) {
+                inline 64, 128 => |head_dim| for (unit_begin..unit_end) |u| attendUnit(T, kq_mode, kqv_mode, head_dim, job, u / job.kv_heads, u % job.kv_heads),
+                else => for (unit_begin..unit_end) |u| attendUnit(T, kq_mode, kqv_mode, null, job, u / job.kv_heads, u % job.kv_heads),
+            },
+        },
     }
 }
 
@@ -192,39 +343,83 @@ pub fn attention(comptime T: type, pool: *Pool, job: Job(T)) Status {
     return pool.run(Job(T), &job, Runner.run, job.tokens * job.kv_heads, 1, work, parallel_threshold);
 }
 
-/// Scalar reference: scores, max, exp, normalise, weighted sum of V, all in f32.
+/// Scalar reference of the same arithmetic, one element at a time: kq by the lanes of
+/// `kqMode`, softmax with ggml_v_expf (one lane at a time) and a double sum over 16-key
+/// chunks, probabilities rounded to the cache type, kqv by the lanes of `kqvMode`.
+/// `scores` holds at least the longest key range.
 pub fn reference(comptime T: type, job: Job(T), scores: []f32) void {
     const kv_dim = job.kv_heads * job.head_dim;
     const group = job.heads / job.kv_heads;
+    const n = job.head_dim;
+    const kq_mode = job.kqMode();
+    const kqv_mode = job.kqvMode();
     for (0..job.tokens) |t| for (0..job.heads) |h| {
         const g = h / group;
-        const q = job.q + (t * job.heads + h) * job.head_dim;
+        const q = job.q + (t * job.heads + h) * n;
         const range = job.keyRange(t);
         const keys = range.count;
         const slot_base = @as(usize, @intCast(job.slots[t])) * job.slot_rows;
         var max: f32 = -std.math.inf(f32);
         for (0..keys) |p| {
             const row = slot_base + (range.first + p) % job.slot_rows;
-            var s: f32 = 0;
-            for (0..job.head_dim) |i| s += q[i] * simd.toF32(T, job.k[row * kv_dim + g * job.head_dim + i]);
+            const k = job.k + row * kv_dim + g * n;
+            var lane: [4 * lanes]f32 = @splat(0);
+            var s: f32 = undefined;
+            switch (kq_mode) {
+                .gemm => {
+                    for (0..n) |i| lane[i % lanes] = @mulAdd(f32, simd.toF32(T, k[i]), roundTo(T, q[i]), lane[i % lanes]);
+                    s = treeSum(lane[0..lanes]);
+                },
+                .vec_dot => {
+                    const np = n - n % (4 * lanes);
+                    for (0..np) |i| lane[i % (4 * lanes)] = @mulAdd(f32, simd.toF32(T, k[i]), roundTo(T, q[i]), lane[i % (4 * lanes)]);
+                    var wide: f64 = fourTree(&lane);
+                    for (np..n) |i| wide += @as(f64, simd.toF32(T, k[i]) * roundTo(T, q[i]));
+                    s = @floatCast(wide);
+                },
+            }
             scores[p] = s * job.scale;
             max = @max(max, scores[p]);
         }
-        var sum: f32 = 0;
-        for (scores[0..keys]) |*s| {
-            s.* = @exp(s.* - max);
-            sum += s.*;
+        var sum: f64 = 0;
+        var chunk_lanes: [lanes]f32 = @splat(0);
+        for (0..std.mem.alignForward(usize, keys, lanes)) |p| {
+            const e: f32 = if (p < keys) simd.expGgml(1, @as(@Vector(1, f32), @splat(scores[p] - max)))[0] else 0;
+            if (p < keys) scores[p] = e;
+            chunk_lanes[p % lanes] = e;
+            if (p % lanes == lanes - 1) sum += @as(f64, treeSum(&chunk_lanes));
         }
-        const out = job.out + (t * job.heads + h) * job.head_dim;
-        for (0..job.head_dim) |i| {
-            var o: f32 = 0;
+        const inv: f32 = @floatCast(1.0 / sum);
+        for (scores[0..keys]) |*s| s.* = roundTo(T, s.* * inv);
+        const out = job.out + (t * job.heads + h) * n;
+        for (0..n) |i| {
+            var lane: [4 * lanes]f32 = @splat(0);
+            const rows: usize = if (kqv_mode == .gemm) lanes else 4 * lanes;
             for (0..keys) |p| {
                 const row = slot_base + (range.first + p) % job.slot_rows;
-                o += scores[p] / sum * simd.toF32(T, job.v[row * kv_dim + g * job.head_dim + i]);
+                const v = simd.toF32(T, job.v[row * kv_dim + g * n + i]);
+                lane[p % rows] = @mulAdd(f32, v, scores[p], lane[p % rows]);
             }
-            out[i] = o;
+            out[i] = if (kqv_mode == .gemm) treeSum(lane[0..lanes]) else fourTree(&lane);
         }
     };
+}
+
+/// _mm512_reduce_add_ps of 16 values: i + i+8, then +4, +2, +1.
+fn treeSum(x_in: *const [lanes]f32) f32 {
+    var x = x_in.*;
+    var half: usize = lanes / 2;
+    while (half > 0) : (half /= 2) {
+        for (0..half) |i| x[i] += x[i + half];
+    }
+    return x[0];
+}
+
+/// ggml's reduce of four 16-lane accumulators: (0 + 2) + (1 + 3), then the lane tree.
+fn fourTree(x: *const [4 * lanes]f32) f32 {
+    var y: [lanes]f32 = undefined;
+    for (0..lanes) |i| y[i] = (x[i] + x[2 * lanes + i]) + (x[lanes + i] + x[3 * lanes + i]);
+    return treeSum(&y);
 }
 
 // ---------------------------------------------------------------------------
@@ -274,8 +469,8 @@ fn testShape(comptime T: type, tokens: usize, pos_start: usize, heads: usize, kv
         const pool = try Pool.create(allocator, @intCast(threads));
         defer pool.destroy(allocator);
         try testing.expectEqual(Status.ok, attention(T, pool, job));
-        // Outputs are convex combinations of N(0,1) values: absolute budget.
-        for (expected, actual) |e, a| try testing.expectApproxEqAbs(e, a, 2e-5);
+        // The kernel and the scalar reference round identically.
+        try testing.expectEqualSlices(f32, expected, actual);
         if (threads == 1) @memcpy(single, actual) else try testing.expectEqualSlices(f32, single, actual);
     }
 }
@@ -307,14 +502,14 @@ test "the head_dim-specialised attention equals the generic one bit for bit" {
         const position = [_]i32{ctx - 1};
         const slot = [_]i32{0};
         var job: Job(f16) = .{ .out = &fixed, .q = q.ptr, .k = kv.ptr, .v = kv.ptr, .positions = &position, .slots = &slot, .tokens = 1, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .slot_rows = ctx, .window = 0, .scale = 0.1 };
-        for (0..kv_heads) |g| attendUnit(f16, head_dim, &job, 0, g);
+        for (0..kv_heads) |g| attendUnit(f16, .vec_dot, .vec_dot, head_dim, &job, 0, g);
         job.out = &generic;
-        for (0..kv_heads) |g| attendUnit(f16, null, &job, 0, g);
+        for (0..kv_heads) |g| attendUnit(f16, .vec_dot, .vec_dot, null, &job, 0, g);
         try testing.expectEqualSlices(f32, &generic, &fixed);
     }
 }
 
-test "a batch mixing slots, windows and ring rows gives each token what it gets alone" {
+test "a batch mixing slots, windows and ring rows: each token as the reference computes it, alone or batched" {
     const allocator = testing.allocator;
     const heads = 4;
     const kv_heads = 2;
@@ -351,6 +546,13 @@ test "a batch mixing slots, windows and ring rows gives each token what it gets 
         } else try testing.expectEqual(Status.ok, attention(f32, pool, job));
         const checked = if (window == 0) 1 else tokens;
         var scores: [slot_rows]f32 = undefined;
+        // The batch as a whole (llama.cpp's tinyBLAS order when it has 2+ tokens).
+        var batch_expected: [q.len]f32 = undefined;
+        var batch = job;
+        batch.tokens = checked;
+        batch.out = &batch_expected;
+        reference(f32, batch, &scores);
+        try testing.expectEqualSlices(f32, batch_expected[0 .. checked * heads * head_dim], together[0 .. checked * heads * head_dim]);
         for (0..checked) |t| {
             var alone: [heads * head_dim]f32 = undefined;
             var single = job;
@@ -360,11 +562,12 @@ test "a batch mixing slots, windows and ring rows gives each token what it gets 
             single.tokens = 1;
             single.out = &alone;
             try testing.expectEqual(Status.ok, attention(f32, pool, single));
-            try testing.expectEqualSlices(f32, &alone, together[t * heads * head_dim ..][0 .. heads * head_dim]);
+            // Alone (ggml_vec_dot order), the same values within rounding.
+            for (alone, together[t * heads * head_dim ..][0 .. heads * head_dim]) |a, b| try testing.expectApproxEqAbs(a, b, 2e-5);
             var expected: [heads * head_dim]f32 = undefined;
             single.out = &expected;
             reference(f32, single, &scores);
-            for (expected, alone) |e, a| try testing.expectApproxEqAbs(e, a, 2e-5);
+            try testing.expectEqualSlices(f32, &expected, &alone);
         }
     }
 }

@@ -169,6 +169,7 @@ fn quantizeActivations(x: []const f32, qs: []i8, neg_corr: []i32, scales: []f32)
 const I32x8 = @Vector(8, i32);
 const I32x16 = @Vector(16, i32);
 const F32x16 = @Vector(16, f32);
+const F32x8 = @Vector(8, f32);
 const U8x64 = @Vector(64, u8);
 
 /// lane g of 8 = Σ_{j<4} w[4g+j]·x[4g+j], exact (the lane layout of vpdpbusd).
@@ -282,15 +283,17 @@ fn dxMask(comptime R: usize) [2 * R]i32 {
     return mask;
 }
 
-/// A register tile of R rows × T tokens. Each output element is
-/// hsum16(Σ_pairs cvt(lanes) · (dw · dx)) with lane-wise FMAs: the same arithmetic in
-/// every tile shape, so GEMV, GEMM and every thread split agree bit for bit.
+/// A register tile of R rows × T tokens. Each output element is llama.cpp's x86
+/// `ggml_vec_dot_q8_0_q8_0`: hsum8 (ggml's `hsum_float_8` tree) of an 8-lane
+/// accumulator fed by one FMA per block, acc = fma(dw·dx, cvt(lanes), acc), in block
+/// order: the same arithmetic in every tile shape, so GEMV, GEMM and every thread split
+/// agree bit for bit (tinyBLAS_Q0_AVX, which llama.cpp's prompts take, has the same order).
 inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: usize, t0: usize) void {
     const nb = job.blocks_per_row;
     const row_bytes = nb * @sizeOf(BlockQ8_0);
     const ahead_rows = R * @max(1, prefetch_distance_bytes / (R * row_bytes));
     const act = job.act;
-    var acc: [R][T]F32x16 = @splat(@splat(@splat(0)));
+    var acc: [R][T]F32x8 = @splat(@splat(@splat(0)));
     var j: usize = 0;
     while (j < act.blocks_padded) : (j += 2) {
         // An odd last block is copied out with zero padding (its 64-byte load would
@@ -332,14 +335,18 @@ inline fn tileQ8(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: us
             const x_qs: *align(64) const [2 * qk]i8 = @ptrCast(@alignCast(act.qs + token * qk));
             const corr: *align(64) const [16]i32 = @ptrCast(@alignCast(act.neg_corr + token * 8));
             inline for (0..R) |r| {
-                const lanes_i = dotLanesPair(pairs[r].qs, x_qs, corr);
-                const scale: F32x16 = @shuffle(f32, scales, undefined, rowScaleMask(r));
-                acc[r][t] = @mulAdd(F32x16, @floatFromInt(lanes_i), scale, acc[r][t]);
+                const lanes_f: F32x16 = @floatFromInt(dotLanesPair(pairs[r].qs, x_qs, corr));
+                const lo: F32x8 = @shuffle(f32, lanes_f, undefined, std.simd.iota(i32, 8));
+                const hi: F32x8 = @shuffle(f32, lanes_f, undefined, std.simd.iota(i32, 8) + @as(@Vector(8, i32), @splat(8)));
+                // ggml_vec_dot_q8_0_q8_0 (x86, AVX2 branch) and tinyBLAS_Q0_AVX: per block
+                // acc = fma(dw·dx, lanes, acc), blocks in order; the padding block is skipped.
+                acc[r][t] = @mulAdd(F32x8, @splat(scales[2 * r]), lo, acc[r][t]);
+                if (j + 1 < nb) acc[r][t] = @mulAdd(F32x8, @splat(scales[2 * r + 1]), hi, acc[r][t]);
             }
         }
     }
     inline for (0..R) |r| {
-        inline for (0..T) |t| job.out[(t0 + t) * job.rows + r0 + r] = simd.hsum(16, f32, acc[r][t]);
+        inline for (0..T) |t| job.out[(t0 + t) * job.rows + r0 + r] = simd.hsum(8, f32, acc[r][t]);
     }
 }
 
@@ -432,21 +439,28 @@ pub fn referenceFloat(comptime W: type, out: []f32, w: []align(1) const W, x: []
     };
 }
 
-/// Scalar Q8_0 matmul: activations quantized per block like the kernel, integer
-/// block sums scaled in f32, blocks summed left to right.
+/// Scalar Q8_0 matmul in llama.cpp's x86 order: activations quantized per block like
+/// the kernel; 8 lanes, lane g the integer sum of products 4g..4g+3 of a block, each
+/// lane accumulated over the blocks in order by fma(dw·dx, lane, acc); then the lanes
+/// summed as `hsum_float_8` (g + g+4, then +2, then +1).
 pub fn referenceQ8_0(out: []f32, w: []align(1) const BlockQ8_0, x: []const f32, rows: usize, cols: usize, tokens: usize) void {
     const nb = cols / qk;
     for (0..tokens) |t| for (0..rows) |r| {
-        var sum: f32 = 0;
+        var acc: [8]f32 = @splat(0);
         for (0..nb) |b| {
             var qx: [qk]i8 = undefined;
             const dx: f32 = @as(f16, @floatCast(quant_act.quantizeBlockX86(x[t * cols + b * qk ..][0..qk], &qx).d));
             const block = w[r * nb + b];
-            var isum: i32 = 0;
-            for (block.qs, qx) |a, c| isum += @as(i32, a) * c;
-            sum += @as(f32, block.d) * dx * @as(f32, @floatFromInt(isum));
+            const d = @as(f32, block.d) * dx;
+            for (0..8) |g| {
+                var isum: i32 = 0;
+                for (0..4) |i| isum += @as(i32, block.qs[4 * g + i]) * qx[4 * g + i];
+                acc[g] = @mulAdd(f32, d, @floatFromInt(isum), acc[g]);
+            }
         }
-        out[t * rows + r] = sum;
+        for (0..4) |g| acc[g] += acc[g + 4];
+        for (0..2) |g| acc[g] += acc[g + 2];
+        out[t * rows + r] = acc[0] + acc[1];
     };
 }
 
@@ -558,13 +572,13 @@ fn testQ8Shape(rows: usize, cols: usize, tokens: usize) !void {
         defer pool.destroy(allocator);
         try pool.reserve(allocator, q8ScratchSize(cols, tokens));
         try testing.expectEqual(pool_zig.Status.ok, matmulQ8_0(pool, actual.ptr, w.ptr, x.ptr, rows, cols, tokens));
-        // Integer block sums are exact; only the f32 sum over blocks differs in order.
-        try expectClose(expected, actual, magnitudes, @as(f32, @floatFromInt(cols / qk + 8)) * 4 * std.math.floatEps(f32));
+        // The kernel runs the reference's float operations in its order: equal bits.
+        try testing.expectEqualSlices(f32, expected, actual);
         if (threads == 1) @memcpy(single, actual) else try testing.expectEqualSlices(f32, single, actual);
     }
 }
 
-test "Q8_0 matmul matches the scalar reference on awkward shapes, bit-identical for 1..4 threads" {
+test "Q8_0 matmul equals the scalar reference (llama.cpp's x86 order) bit for bit on awkward shapes, 1..4 threads" {
     for ([_]usize{ 32, 32 * 31, 32 * 33, 4096 + 32 * 7 }) |cols| {
         try testQ8Shape(7, cols, 1);
         try testQ8Shape(9, cols, 6);
