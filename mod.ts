@@ -1,7 +1,9 @@
 /**
- * dotllm: a CPU LLM inference engine. {@linkcode Llm} is the library API; the
- * lower layers (GGUF reader, tokenizer, model, sampler, kernels, native
- * bridge) are re-exported for tools that need them.
+ * dotllm: a CPU LLM inference engine. {@linkcode Llm} is the library API;
+ * beside it, the model it loads, GGUF reading, the tokenizer, the sampling
+ * parameters, their errors and the native library's loader. The lower layers
+ * (kernels, native symbols, sampler steps, the GGUF writer) are internal: they
+ * change with the engine.
  *
  * @example Load a GGUF model, tokenize, generate, free
  * ```ts
@@ -23,17 +25,74 @@
  *
  * @module
  */
-export * from "./src/llm/mod.ts";
-export * from "./src/native/mod.ts";
-export * from "./src/gguf/mod.ts";
-export * from "./src/tokenizer/mod.ts";
-export * from "./src/kernels/mod.ts";
-export * from "./src/tokenizer/mod.ts";
+// The library API.
+export {
+  type GeneratedPiece,
+  Llm,
+  type LlmChatOptions,
+  type LlmCompleteOptions,
+  type LlmGenerateOptions,
+  type LlmOptions,
+  type TokenizeOptions,
+} from "./src/llm/mod.ts";
+export type { FinishReason, GenerationResult, GenerationTimings } from "./src/generation/mod.ts";
+export { DEFAULT_SAMPLER_PARAMS, resolveSamplerParams } from "./src/sampler/mod.ts";
+export type { SamplerParams } from "./src/sampler/mod.ts";
 export { VERSION } from "./src/version.ts";
-export * from "./src/model/mod.ts";
-export * from "./src/sampler/mod.ts";
-export * from "./src/generation/mod.ts";
-export * from "./src/chat/mod.ts";
+
+// The model behind an `Llm` (`llm.model`, `llm.config`) and its errors.
+export {
+  type CacheType,
+  type LlamaConfig,
+  LlamaModel,
+  ModelError,
+  type ModelMemory,
+  type ModelOptions,
+  SUPPORTED_ARCHITECTURES,
+} from "./src/model/mod.ts";
+
+// Chat: templates rendered as llama.cpp renders them, and multi-turn sessions.
+export {
+  type ApplyTemplateOptions,
+  BUILTIN_TEMPLATE_NAMES,
+  type ChatMessage,
+  ChatSession,
+  type ChatSessionOptions,
+  ChatTemplate,
+  ChatTemplateError,
+} from "./src/chat/mod.ts";
+
+// Several sequences in one batch: the engine the server runs on.
+export { Batch, Context, KvCache, Model } from "./src/model/mod.ts";
+
+// GGUF files: reading (and the type table of their tensors).
+export {
+  GgmlType,
+  ggmlTypeById,
+  type GgmlTypeInfo,
+  type Gguf,
+  GgufArray,
+  GgufError,
+  GgufFile,
+  type GgufTensorInfo,
+  type GgufValue,
+  openGguf,
+  parseGguf,
+} from "./src/gguf/mod.ts";
+
+// The tokenizer (`llm.tokenizer`, or from any GGUF file with a vocabulary).
+export {
+  type DecodeOptions,
+  type EncodeOptions,
+  type StreamDecoder,
+  type StreamOptions,
+  Tokenizer,
+  TokenizerError,
+} from "./src/tokenizer/mod.ts";
+
+// The native library: which build is loaded, and fetching it ahead of time for
+// a package loaded over http(s).
+export { loadNative, prepareLibrary } from "./src/native/mod.ts";
 
 // `deno run -A jsr:@dotllm/cli ARGS` runs the CLI; importing this module does not.
 if (import.meta.main) {

@@ -24,7 +24,7 @@ const samples = threadCounts.map(() => [] as number[]);
 for (let r = 0; r < repetitions; r++) {
   pools.forEach((pool, i) => {
     const start = performance.now();
-    native.fn.dotllm_bench_read(pool, buffer.address, sizeBytes);
+    native.fn.dotllm_bandwidth_read(pool, buffer.address, sizeBytes);
     samples[i].push(sizeBytes / ((performance.now() - start) / 1000) / 1e9);
   });
 }

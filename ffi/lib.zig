@@ -15,7 +15,7 @@ pub const matmul_quant = @import("matmul_quant.zig");
 pub const matmul = @import("matmul.zig");
 pub const kernels = @import("kernels.zig");
 pub const attention = @import("attention.zig");
-pub const membench = @import("membench.zig");
+pub const bandwidth = @import("bandwidth.zig");
 pub const graph = @import("graph.zig");
 
 /// Panics on a pool worker are reported to the dispatching caller instead of
@@ -41,7 +41,7 @@ comptime {
     _ = matmul;
     _ = kernels;
     _ = attention;
-    _ = membench;
+    _ = bandwidth;
     _ = graph;
 }
 

@@ -15,10 +15,6 @@ pub const has_avx512vnni = builtin.cpu.arch == .x86_64 and
 pub const has_avx2 = builtin.cpu.arch == .x86_64 and
     x86.featureSetHas(builtin.cpu.features, .avx2);
 
-/// True when the target has AVX-VNNI (the VEX-encoded `vpdpbusd`, e.g. Alder Lake).
-pub const has_avxvnni = builtin.cpu.arch == .x86_64 and
-    x86.featureSetHas(builtin.cpu.features, .avxvnni);
-
 /// f32 lanes per vector: 16 with AVX-512, 8 with AVX2, 4 otherwise.
 pub const f32_lanes: comptime_int = std.simd.suggestVectorLength(f32) orelse 4;
 
@@ -112,11 +108,6 @@ pub inline fn expGgml(comptime n: comptime_int, x: @Vector(n, f32)) @Vector(n, f
     const res = (j * p1) * p2;
     const alt = @select(f32, k <= @as(V, @splat(0)), @as(V, @splat(0)), @as(V, @splat(std.math.inf(f32))));
     return @select(f32, big, alt, res);
-}
-
-/// Largest lane of `v`.
-pub inline fn hmax(comptime lanes: comptime_int, v: @Vector(lanes, f32)) f32 {
-    return @reduce(.Max, v);
 }
 
 test "hsum adds every lane" {

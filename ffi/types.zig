@@ -106,13 +106,6 @@ pub fn rowBytes(t: Type, elements: u64) ?u64 {
     };
 }
 
-/// Elements per block of type `t`.
-pub fn blockElems(t: Type) usize {
-    return switch (t) {
-        inline else => |tag| Entry(tag).block_elems,
-    };
-}
-
 /// Converts `count` rows `ids[i]` (each `row_length` elements) of a table of type `t` to f32.
 /// The caller checked every id against the table's row count and `row_length` against the block.
 pub fn getRows(t: Type, out: [*]f32, table: [*]const u8, ids: [*]const i32, count: usize, row_length: usize) void {

@@ -20,11 +20,7 @@ const output = process.argv[3] ?? (runtime === "bun" ? "dist/dotllm" : "dist/dot
 // The portable release builds of this OS/CPU (baseline and, on x86-64, AVX-512),
 // never the checkout's native build: the executable must run on other machines.
 const platform = platformName();
-const zig = await new Deno.Command("zig", {
-  args: ["build", "release", `-Dplatform=${platform}`],
-  stdout: "inherit",
-  stderr: "inherit",
-}).output();
+const zig = await run("zig", ["build", "release", `-Dplatform=${platform}`]);
 if (zig.code !== 0) process.exit(1);
 const libraries = [platform, `${platform}-avx512`]
   .map((name) => `zig-out/release/${releaseFileName(name)}`)
@@ -107,11 +103,7 @@ const command = runtime === "bun"
     "cli.ts",
   ];
 
-const result = await new Deno.Command(command[0], {
-  args: command.slice(1),
-  stdout: "inherit",
-  stderr: "piped",
-}).output();
+const result = await run(command[0], command.slice(1), "piped");
 const stderr = new TextDecoder().decode(result.stderr);
 if (result.code !== 0) {
   if (
@@ -128,3 +120,26 @@ if (result.code !== 0) {
   process.exit(1);
 }
 console.error(`dotllm: wrote ${output}`);
+
+/**
+ * Runs a tool, or exits with one line when it is not on PATH: the tools are
+ * pinned and installed by the `./dotllm` launcher, which puts them on PATH.
+ */
+async function run(
+  tool: string,
+  args: string[],
+  stderr: "inherit" | "piped" = "inherit",
+): Promise<Deno.CommandOutput> {
+  try {
+    return await new Deno.Command(tool, { args, stdout: "inherit", stderr }).output();
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+    console.error(
+      `dotllm: ${tool} is not on PATH: run \`./dotllm task compile${
+        runtime === "bun" ? ":bun" : ""
+      }\`, ` +
+        "which installs the pinned tools into .tools/",
+    );
+    process.exit(1);
+  }
+}

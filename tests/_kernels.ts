@@ -20,8 +20,12 @@ export function upload(native: Native, data: ArrayBufferView): NativeBuffer {
   return buffer;
 }
 
-/** llama.cpp's Q8_0 quantization of one row, in TS (f32 arithmetic via Math.fround). */
-export function quantizeQ8_0Reference(x: Float32Array): { d: Float32Array; q: Int8Array } {
+/**
+ * The scalar reference of the Q8_0 quantizer: llama.cpp's `quantize_row_q8_0_ref`
+ * transcribed independently in TS (f32 arithmetic via Math.fround), to check the
+ * one quantizer (the library's, `dotllm_quantize_row`) and the matmul references.
+ */
+export function quantizeQ8_0ScalarReference(x: Float32Array): { d: Float32Array; q: Int8Array } {
   const blocks = x.length / 32;
   const d = new Float32Array(blocks);
   const q = new Int8Array(x.length);
@@ -93,7 +97,7 @@ export function matmulQ8_0Reference(
   const out = new Float64Array(rows * tokens);
   const magnitude = new Float64Array(rows * tokens);
   for (let t = 0; t < tokens; t++) {
-    const a = quantizeQ8_0Reference(x.subarray(t * cols, (t + 1) * cols));
+    const a = quantizeQ8_0ScalarReference(x.subarray(t * cols, (t + 1) * cols));
     for (let r = 0; r < rows; r++) {
       let sum = 0;
       let abs = 0;

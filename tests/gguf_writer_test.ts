@@ -8,19 +8,32 @@ import { type GgufArray, GgufValueType, parseGguf } from "../src/gguf/reader.ts"
 import { GgmlType } from "../src/gguf/types.ts";
 import {
   convertF32ToF16,
-  dequantizeQ8_0,
   encodeGguf,
   f16ToF32,
   f32ToF16,
   type GgufWriteHeader,
   GgufWriter,
   meta,
-  quantizeQ8_0,
 } from "../src/gguf/writer.ts";
+import {
+  dequantizeQ8_0 as dequantizeQ8_0Native,
+  quantizeQ8_0 as quantizeQ8_0Native,
+} from "../src/kernels/mod.ts";
+import { loadNative } from "../src/native/mod.ts";
+
+// The writer quantizes through the library (the project's one Q8_0 quantizer):
+// these tests check it on hand-computed blocks, as the writer writes it.
+const native = loadNative();
+function quantizeQ8_0(x: Float32Array, out: Uint8Array): void {
+  out.set(quantizeQ8_0Native(native, x));
+}
+function dequantizeQ8_0(q: Uint8Array, out: Float32Array): void {
+  out.set(dequantizeQ8_0Native(native, q));
+}
 
 const T = GgufValueType;
 
-Deno.test("Q8_0 equals llama.cpp's quantize_row_q8_0_ref on a hand-computed block", () => {
+Deno.test("Q8_0 (the library's) equals llama.cpp's quantize_row_q8_0_ref on a hand-computed block", () => {
   // max|x| = 31.75 → d = 31.75/127 = 0.25 (f16 0x3400), id = 4; q = roundf(4x), halves away from 0.
   const x = new Float32Array(64);
   x.set([0.625, -0.625, 0.375, -0.125, 0.125, 1.875, -31.75, 0.1, 0.2, 31.7, -0.375, 2.5]);

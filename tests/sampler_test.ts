@@ -9,6 +9,7 @@ import {
   resolveSamplerParams,
   Rng,
   Sampler,
+  type SamplerParams,
   softmax,
   temperature,
   topK,
@@ -174,12 +175,45 @@ Deno.test("seeded sampling is reproducible and seeds differ", () => {
   assert.throws(() => new Rng(-1), /Seed must be an integer/);
 });
 
-Deno.test("the full chain only ever returns tokens inside top-k ∩ top-p ∩ min-p", () => {
-  const logits = new Float32Array([5, 4.9, 4.8, 1, 0, -3, 4.7, 2]);
-  const s = new Sampler(8, { topK: 3, topP: 0.99, minP: 0.05, temperature: 1 }, 3);
-  const seen = new Set<number>();
-  for (let i = 0; i < 500; i++) seen.add(s.sample(logits));
-  assert.deepEqual([...seen].sort(), [0, 1, 2]);
+Deno.test("the chain: top-p and min-p each cut inside top-k, on renormalized probabilities", () => {
+  // Probabilities by id (shuffled so that the order is not the ids'); top-k 5
+  // keeps 0.4, 0.2, 0.15, 0.1, 0.08 (sum 0.93), renormalized as llama.cpp does:
+  // 0.430, 0.215, 0.161, 0.108, 0.086.
+  const probs = [0.15, 0.08, 0.02, 0.4, 0.04, 0.01, 0.2, 0.1];
+  const logits = new Float32Array(probs.map(Math.log));
+  const drawn = (params: Partial<SamplerParams>, n: number) => {
+    const s = new Sampler(8, { temperature: 1, ...params }, 7);
+    const counts = new Map<number, number>();
+    for (let i = 0; i < n; i++) {
+      const id = s.sample(logits);
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    return counts;
+  };
+  const expectFrequencies = (
+    counts: Map<number, number>,
+    expected: Map<number, number>,
+    n: number,
+  ) => {
+    assert.deepEqual([...counts.keys()].sort(), [...expected.keys()].sort());
+    for (const [id, p] of expected) close(counts.get(id)! / n, p, 4 * Math.sqrt(p * (1 - p) / n));
+  };
+  const n = 4000;
+  // top-p 0.8 binds: the renormalized sums reach 0.806 at the third token (the
+  // raw ones only at the fourth: 0.85); min-p 0.05 alone would keep seven.
+  expectFrequencies(
+    drawn({ topK: 5, topP: 0.8, minP: 0.05 }, n),
+    new Map([[3, 0.4 / 0.75], [6, 0.2 / 0.75], [0, 0.15 / 0.75]]),
+    n,
+  );
+  // top-p 0.9 keeps four (0.914), then min-p 0.45 keeps p >= 0.45 × max: two.
+  expectFrequencies(
+    drawn({ topK: 5, topP: 0.9, minP: 0.45 }, n),
+    new Map([[3, 2 / 3], [6, 1 / 3]]),
+    n,
+  );
+  // top-k alone binds when top-p and min-p are loose.
+  assert.deepEqual([...drawn({ topK: 2, topP: 0.99, minP: 0.01 }, 500).keys()].sort(), [3, 6]);
 });
 
 Deno.test("top-p and min-p without top-k select what a full sort selects", () => {

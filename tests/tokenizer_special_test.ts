@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { testdata } from "./_testdata.ts";
-import { tokenizerOf, vocabPath } from "./_vocabs.ts";
+import { readVectors, tokenizerOf, vocabPath } from "./_vocabs.ts";
 
 const stories = () => tokenizerOf(testdata("models/stories260K.gguf"));
 
@@ -169,9 +169,18 @@ Deno.test("decode and tokenToPiece reject ids out of range", () => {
 
 Deno.test("BERT WordPiece: [CLS] ... [SEP] added, lower-cased, accents dropped, unknown words", () => {
   const bert = tokenizerOf(vocabPath("bert-bge"));
-  const ids = bert.encode("Héllo, WORLD!");
-  assert.equal(ids[0], 101);
-  assert.equal(ids.at(-1), 102);
-  assert.deepEqual(ids.slice(1, -1), bert.encode("hello , world !", { addSpecial: false }));
+  // llama.cpp's ids: `llama-tokenize -m ggml-vocab-bert-bge.gguf -p 'Héllo, WORLD!' --ids`.
+  assert.deepEqual(bert.encode("Héllo, WORLD!"), [101, 7592, 1010, 2088, 999, 102]);
+  // llama.cpp's vectors (without specials): lower-casing, accents, punctuation, [UNK].
+  const golden = new Map(
+    readVectors(testdata("llama.cpp-vocab/ggml-vocab-bert-bge.gguf")).map((v) => [v.text, v.ids]),
+  );
+  for (const text of ["Hello World", "Cửa Việt", "Hello, world!", "កាន់តែពិសេសអាចខលចេញ"]) {
+    const want = golden.get(text);
+    assert.ok(want !== undefined && want.length > 0, `no vector for ${text}`);
+    assert.deepEqual(bert.encode(text), [101, ...want, 102], text);
+    assert.deepEqual(bert.encode(text, { addSpecial: false }), want, text);
+  }
+  assert.deepEqual(golden.get("កាន់តែពិសេសអាចខលចេញ"), [100]);
   assert.deepEqual(bert.encode("\u{10FFF}", { addSpecial: false }), [100]);
 });

@@ -7,7 +7,7 @@ import {
   type BenchRow,
   benchRow,
   benchTable,
-} from "../bench/llama_bench.ts";
+} from "./_bench.ts";
 import { LlamaModel } from "../model/mod.ts";
 import { resolveModel } from "../hub/resolve.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";

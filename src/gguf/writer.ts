@@ -2,9 +2,10 @@
  * A streaming GGUF v3 writer: any metadata (every value type, arrays of
  * strings, nested arrays, arrays copied from a parsed file) and tensors
  * written one after another straight to disk, so a 1.3 GB model never sits
- * in memory. F32 data is converted on the way to F32, F16 (round to nearest
- * even) or Q8_0 (llama.cpp's reference rule, see {@linkcode quantizeQ8_0});
- * any other type is written from raw bytes.
+ * in memory. F32 data is written as is, or converted on the way to F16 or a
+ * quantized type by the native library's type table (ggml's reference
+ * quantizer, `dotllm_quantize_row`: the one quantizer of the project); raw
+ * bytes of any type are written as given.
  *
  * @example
  * ```ts
@@ -28,6 +29,8 @@ import {
   GgufValueType,
 } from "./reader.ts";
 import { GgmlType, ggmlTypeById, type GgmlTypeInfo } from "./types.ts";
+import { quantizeRow } from "../kernels/convert.ts";
+import { loadNative, type Native } from "../native/mod.ts";
 
 /** An array value to write: its element type and elements (nested arrays for `ARRAY`). */
 export interface GgufWriteArray {
@@ -406,57 +409,18 @@ export function convertF32ToF16(src: Float32Array, dst: Uint16Array): void {
   for (let i = 0; i < bits.length; i++) dst[i] = halfFromBits(bits[i]);
 }
 
-/** Elements per Q8_0 block. */
-export const QK8_0 = 32;
-/** Bytes per Q8_0 block: an f16 scale and 32 int8. */
-export const Q8_0_BLOCK_BYTES = 34;
+let native: Native | undefined;
 
-/**
- * Quantizes `src` (a multiple of 32 values) to Q8_0 blocks in `dst`, exactly
- * as llama.cpp's `quantize_row_q8_0_ref`: per block `d = max|x| / 127` (f32),
- * `id = d ? 1/d : 0`, `q = roundf(x * id)` (half away from zero), and the
- * scale stored as the f16 of `d`. Every step rounds to f32 as C does.
- */
-export function quantizeQ8_0(src: Float32Array, dst: Uint8Array): void {
-  const blocks = src.length / QK8_0;
-  if (!Number.isInteger(blocks)) {
-    throw new RangeError(`quantizeQ8_0: ${src.length} is not a multiple of 32`);
+/** `values` in `type`'s layout: f32 as is, anything else by the library's reference quantizer. */
+function encodeF32(type: GgmlTypeInfo, name: string, values: Float32Array): Uint8Array {
+  if (type.id === GgmlType.F32) {
+    return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
   }
-  if (dst.length !== blocks * Q8_0_BLOCK_BYTES) {
-    throw new RangeError("quantizeQ8_0: dst size mismatch");
-  }
-  const fround = Math.fround;
-  const qs = new Int8Array(dst.buffer, dst.byteOffset, dst.length);
-  for (let b = 0; b < blocks; b++) {
-    const x0 = b * QK8_0;
-    // Math.max/Math.round compile without data-dependent branches: random signs
-    // made the branchy version 2x slower.
-    let amax = 0;
-    for (let j = 0; j < QK8_0; j++) amax = Math.max(amax, Math.abs(src[x0 + j]));
-    const d = fround(amax / 127);
-    const id = d !== 0 ? fround(1 / d) : 0;
-    const o = b * Q8_0_BLOCK_BYTES;
-    const h = f32ToF16(d);
-    dst[o] = h & 0xff;
-    dst[o + 1] = h >>> 8;
-    for (let j = 0; j < QK8_0; j++) {
-      const v = fround(src[x0 + j] * id);
-      // roundf rounds halves away from zero; Math.round rounds them up, so a
-      // negative half (the rare, well-predicted case) needs one more step down.
-      let q = Math.round(v);
-      if (q - v === 0.5 && v < 0) q -= 1;
-      qs[o + 2 + j] = q;
-    }
-  }
-}
-
-/** Dequantizes Q8_0 blocks (for tests and tools). */
-export function dequantizeQ8_0(src: Uint8Array, dst: Float32Array): void {
-  const blocks = dst.length / QK8_0;
-  for (let b = 0; b < blocks; b++) {
-    const o = b * Q8_0_BLOCK_BYTES;
-    const d = f16ToF32(src[o] | (src[o + 1] << 8));
-    for (let j = 0; j < QK8_0; j++) dst[b * QK8_0 + j] = d * ((src[o + 2 + j] << 24) >> 24);
+  native ??= loadNative();
+  try {
+    return quantizeRow(native, type.id, values);
+  } catch (error) {
+    throw new TypeError(`tensor "${name}": cannot convert f32 to ${type.name}: ${error}`);
   }
 }
 
@@ -477,7 +441,6 @@ export class GgufWriter {
   /** Bytes written of the current tensor. */
   #written = 0;
   #position: number;
-  #scratch = new Uint8Array(0);
 
   private constructor(
     path: string,
@@ -523,11 +486,6 @@ export class GgufWriter {
     return t;
   }
 
-  #scratchBytes(n: number): Uint8Array {
-    if (this.#scratch.length < n) this.#scratch = new Uint8Array(n);
-    return this.#scratch.subarray(0, n);
-  }
-
   /** Appends raw encoded bytes to the current tensor. */
   writeBytes(bytes: Uint8Array): void {
     const t = this.#current();
@@ -542,24 +500,10 @@ export class GgufWriter {
     if (this.#written === t.sizeBytes) this.#finishTensor();
   }
 
-  /** Appends f32 values to the current tensor, converted to its type (F32, F16 or Q8_0). */
+  /** Appends f32 values to the current tensor, converted to its type (see the module doc). */
   writeF32(values: Float32Array): void {
     const t = this.#current();
-    switch (t.type.id) {
-      case GgmlType.F32:
-        return this.writeBytes(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
-      case GgmlType.F16: {
-        const out = this.#scratchBytes(values.length * 2);
-        convertF32ToF16(values, new Uint16Array(out.buffer, 0, values.length));
-        return this.writeBytes(out);
-      }
-      case GgmlType.Q8_0: {
-        const out = this.#scratchBytes((values.length / QK8_0) * Q8_0_BLOCK_BYTES);
-        quantizeQ8_0(values, out);
-        return this.writeBytes(out);
-      }
-    }
-    throw new TypeError(`tensor "${t.name}": cannot convert f32 to ${t.type.name}; use writeBytes`);
+    this.writeBytes(encodeF32(t.type, t.name, values));
   }
 
   #finishTensor(): void {
@@ -605,18 +549,7 @@ export function encodeGguf(
   out.set(bytes);
   tensors.forEach((t, i) => {
     const d = data[i];
-    let encoded: Uint8Array;
-    if (d instanceof Uint8Array) encoded = d;
-    else if (t.type.id === GgmlType.F32) {
-      encoded = new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
-    } else if (t.type.id === GgmlType.F16) {
-      const h = new Uint16Array(d.length);
-      convertF32ToF16(d, h);
-      encoded = new Uint8Array(h.buffer);
-    } else if (t.type.id === GgmlType.Q8_0) {
-      encoded = new Uint8Array((d.length / QK8_0) * Q8_0_BLOCK_BYTES);
-      quantizeQ8_0(d, encoded);
-    } else throw new TypeError(`tensor "${t.name}": cannot convert f32 to ${t.type.name}`);
+    const encoded = d instanceof Uint8Array ? d : encodeF32(t.type, t.name, d);
     if (encoded.length !== t.sizeBytes) {
       throw new RangeError(
         `tensor "${t.name}": ${encoded.length} bytes given, it has ${t.sizeBytes}`,

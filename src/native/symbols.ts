@@ -54,8 +54,8 @@ export const symbols = {
   dotllm_type_info: { args: ["u32", "ptr"], result: "i32" },
   dotllm_quantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
   dotllm_dequantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
-  // ffi/membench.zig
-  dotllm_bench_read: { args: ["ptr", "ptr", "usize"], result: "u64" },
+  // ffi/bandwidth.zig
+  dotllm_bandwidth_read: { args: ["ptr", "ptr", "usize"], result: "u64" },
   // ffi/graph.zig
   dotllm_graph_run: { args: ["ptr", "ptr", "usize"], result: "i32" },
   dotllm_op_schema: { args: ["ptr", "usize"], result: "usize" },

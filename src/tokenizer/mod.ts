@@ -8,4 +8,3 @@ export { type EncodeOptions, Tokenizer } from "./tokenizer.ts";
 export { loadVocab, NO_TOKEN, TokenAttr, TokenizerError } from "./vocab.ts";
 export type { Vocab, VocabKind } from "./vocab.ts";
 export type { DecodeOptions, StreamDecoder, StreamOptions } from "./decode.ts";
-export { PRE_TOKENIZER_NAMES } from "./pretokenize.ts";

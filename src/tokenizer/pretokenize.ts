@@ -153,9 +153,6 @@ const BY_NAME: ReadonlyMap<string, PreTokenizer> = new Map(
   ),
 );
 
-/** The pre-tokenizer names dotllm knows. */
-export const PRE_TOKENIZER_NAMES: readonly string[] = [...BY_NAME.keys()];
-
 /** The pre-tokenizer for a `tokenizer.ggml.pre` value, or undefined if unknown. */
 export function preTokenizer(name: string): PreTokenizer | undefined {
   return BY_NAME.get(name);

@@ -231,26 +231,6 @@ export function wellFormed(text: string): string {
   return String.fromCodePoint(...codePoints(text));
 }
 
-/** Appends the UTF-8 bytes of `cp` to `out` at `at`; returns the new end. */
-export function putUtf8(out: Uint8Array, at: number, cp: number): number {
-  if (cp < 0x80) {
-    out[at++] = cp;
-  } else if (cp < 0x800) {
-    out[at++] = 0xc0 | (cp >> 6);
-    out[at++] = 0x80 | (cp & 0x3f);
-  } else if (cp < 0x10000) {
-    out[at++] = 0xe0 | (cp >> 12);
-    out[at++] = 0x80 | ((cp >> 6) & 0x3f);
-    out[at++] = 0x80 | (cp & 0x3f);
-  } else {
-    out[at++] = 0xf0 | (cp >> 18);
-    out[at++] = 0x80 | ((cp >> 12) & 0x3f);
-    out[at++] = 0x80 | ((cp >> 6) & 0x3f);
-    out[at++] = 0x80 | (cp & 0x3f);
-  }
-  return at;
-}
-
 /** GPT-2's map from a byte to the printable character standing for it. */
 export const BYTE_TO_CHAR: readonly string[] = (() => {
   const map: string[] = new Array(256);

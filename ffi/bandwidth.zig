@@ -31,7 +31,7 @@ fn readRange(job: *const ReadJob, begin: usize, end: usize) void {
 
 /// Reads `size_bytes` (whole 256-byte steps) at `address` on every pool thread and
 /// returns a checksum (so the reads cannot be optimised away).
-export fn dotllm_bench_read(pool: *Pool, address: usize, size_bytes: usize) u64 {
+export fn dotllm_bandwidth_read(pool: *Pool, address: usize, size_bytes: usize) u64 {
     var sum: std.atomic.Value(u64) = .init(0);
     const job: ReadJob = .{ .bytes = @ptrFromInt(address), .sum = &sum };
     const steps = size_bytes / step_bytes;
@@ -52,6 +52,6 @@ test "the checksum covers every step once, whatever the thread count" {
     for (1..4) |threads| {
         const pool = try Pool.create(std.testing.allocator, @intCast(threads));
         defer pool.destroy(std.testing.allocator);
-        try std.testing.expectEqual(expected, dotllm_bench_read(pool, @intFromPtr(buffer.ptr), size_bytes));
+        try std.testing.expectEqual(expected, dotllm_bandwidth_read(pool, @intFromPtr(buffer.ptr), size_bytes));
     }
 }
