@@ -29,7 +29,7 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 7;
+export const ABI_VERSION = 8;
 
 /** Every symbol of `ffi/`, by name. Keep in the order of the Zig files. */
 export const symbols = {
