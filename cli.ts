@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { benchCommand } from "./src/cli/bench.ts";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { runCommand } from "./src/cli/run.ts";
+import { serveCommand } from "./src/cli/serve.ts";
 import { inspectCommand } from "./src/cli/inspect.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { prepareLibrary } from "./src/native/locate.ts";
@@ -25,6 +26,7 @@ import { VERSION } from "./src/version.ts";
 /** Every command, in the order `--help` lists them. */
 export const commands: readonly Command[] = [
   runCommand,
+  serveCommand,
   inspectCommand,
   tokenizeCommand,
   detokenizeCommand,
