@@ -44,6 +44,8 @@ export interface GenerateInput {
   seed: number;
   stop: string[];
   topLogprobs: number;
+  /** llama.cpp's `ignore_eos`. */
+  ignoreEos?: boolean;
 }
 
 /** The tokenizer calls the backend needs beyond the scheduler's. */
@@ -121,6 +123,7 @@ export class LocalBackend implements Backend {
       seed: input.seed,
       stop: input.stop,
       topLogprobs: input.topLogprobs,
+      ignoreEos: input.ignoreEos,
     }, (event) => {
       if (live) onEvent(event);
     });

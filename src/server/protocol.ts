@@ -100,13 +100,12 @@ function kind(v: unknown): string {
 }
 
 /** The fields both endpoints share. */
-function common(body: Record<string, unknown>, defaults: SamplingDefaults, maxName: string) {
+function common(body: Record<string, unknown>, defaults: SamplingDefaults) {
   const model = body.model;
   if (model !== undefined && model !== null && typeof model !== "string") {
     bad("model", `expected a string, got ${kind(model)}`);
   }
-  const n = optInteger(body, "n", 1, 1);
-  void n;
+  optInteger(body, "n", 1, 1); // one choice per request
   const stream = optBoolean(body, "stream") ?? false;
   let includeUsage = false;
   const so = body.stream_options;
@@ -117,7 +116,6 @@ function common(body: Record<string, unknown>, defaults: SamplingDefaults, maxNa
   // -1 (absent): until an end-of-generation token or the end of the slot's context.
   const maxTokens = optInteger(body, "max_completion_tokens", 1, 2 ** 31 - 1) ??
     optInteger(body, "max_tokens", 1, 2 ** 31 - 1) ?? -1;
-  void maxName;
   const sampling: Partial<SamplerParams> = {};
   const set = <K extends keyof SamplerParams>(key: K, v: number | undefined) => {
     const value = v ?? defaults[key];
@@ -131,9 +129,6 @@ function common(body: Record<string, unknown>, defaults: SamplingDefaults, maxNa
   set("frequencyPenalty", optNumber(body, "frequency_penalty", -2, 2));
   set("repeatPenalty", optNumber(body, "repeat_penalty", 0.01, 10));
   set("repeatLastN", optInteger(body, "repeat_last_n", 0, 1 << 16));
-  for (const key of ["repeatLastN"] as const) {
-    if (defaults[key] !== undefined && sampling[key] === undefined) sampling[key] = defaults[key];
-  }
   const seed = optInteger(body, "seed", -(2 ** 53), 2 ** 53) ?? defaults.seed;
   let stop: string[] = [];
   const s = body.stop;
@@ -148,6 +143,7 @@ function common(body: Record<string, unknown>, defaults: SamplingDefaults, maxNa
     bad("stop", `expected a string or an array of strings, got ${kind(s)}`);
   }
   return {
+    ignoreEos: optBoolean(body, "ignore_eos") ?? false,
     model: typeof model === "string" ? model : undefined,
     stream,
     includeUsage,
@@ -202,7 +198,7 @@ export function parseMessages(value: unknown): ChatMessage[] {
 export function parseChatRequest(value: unknown, defaults: SamplingDefaults): ParsedRequest {
   const b = body(value);
   const messages = parseMessages(b.messages);
-  const c = common(b, defaults, "max_completion_tokens");
+  const c = common(b, defaults);
   const logprobs = optBoolean(b, "logprobs") ?? false;
   const top = optInteger(b, "top_logprobs", 0, MAX_TOP_LOGPROBS);
   if (top !== undefined && !logprobs) bad("top_logprobs", "needs logprobs: true");
@@ -214,6 +210,7 @@ export function parseChatRequest(value: unknown, defaults: SamplingDefaults): Pa
       seed: c.seed,
       stop: c.stop,
       topLogprobs: logprobs ? top ?? 0 : -1,
+      ignoreEos: c.ignoreEos,
     },
     stream: c.stream,
     includeUsage: c.includeUsage,
@@ -238,7 +235,7 @@ export function parseCompletionRequest(value: unknown, defaults: SamplingDefault
   } else {
     bad("prompt", `expected a string or an array of token ids, got ${kind(p)}`);
   }
-  const c = common(b, defaults, "max_tokens");
+  const c = common(b, defaults);
   // Legacy completions: `logprobs` is the number of alternatives (0..5 in OpenAI; 20 here).
   const lp = optInteger(b, "logprobs", 0, MAX_TOP_LOGPROBS);
   if (optBoolean(b, "echo")) bad("echo", "echo is not supported");
@@ -250,6 +247,7 @@ export function parseCompletionRequest(value: unknown, defaults: SamplingDefault
       seed: c.seed,
       stop: c.stop,
       topLogprobs: lp ?? -1,
+      ignoreEos: c.ignoreEos,
     },
     stream: c.stream,
     includeUsage: c.includeUsage,

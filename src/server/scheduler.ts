@@ -49,6 +49,8 @@ export interface SequenceParams {
   stop?: readonly string[];
   /** -1 (default): no log-probabilities; 0..20: the sampled token's and this many alternatives. */
   topLogprobs?: number;
+  /** Keep generating past end-of-generation tokens (llama.cpp's `ignore_eos`, for benchmarks). */
+  ignoreEos?: boolean;
 }
 
 /** A token and its log-probability. */
@@ -397,7 +399,7 @@ export class Scheduler {
     if (seq.firstTokenAt === 0) seq.firstTokenAt = now;
     const sampler = seq.sampler!;
     const id = sampler.sample(row);
-    if (this.#tokenizer.isEog(id)) return this.#finish(seq, "stop");
+    if (this.#tokenizer.isEog(id) && !seq.params.ignoreEos) return this.#finish(seq, "stop");
     sampler.accept(id);
     seq.generated++;
     this.#stats.generatedTokensTotal++;
