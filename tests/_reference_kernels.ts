@@ -23,6 +23,10 @@ export class ReferenceKernels implements ModelKernels {
     return new Float32Array(this.#native.view(address, n * 4));
   }
 
+  #i32(address: number, n: number): Int32Array {
+    return new Int32Array(this.#native.view(address, n * 4));
+  }
+
   /** Row `r` of a `rows × cols` weight of ggml type `type`, as floats. */
   #row(type: number, weight: number, r: number, cols: number): Float32Array {
     const out = new Float32Array(cols);
@@ -88,7 +92,7 @@ export class ReferenceKernels implements ModelKernels {
     heads: number,
     headDim: number,
     ropeDims: number,
-    posStart: number,
+    positions: number,
     freqBase: number,
     freqFactors: number,
     neox: boolean,
@@ -96,8 +100,9 @@ export class ReferenceKernels implements ModelKernels {
     if (neox) throw new Error("reference rope: neox not implemented");
     const xs = this.#f32(x, tokens * heads * headDim);
     const factors = freqFactors ? this.#f32(freqFactors, ropeDims / 2) : undefined;
+    const pos = this.#i32(positions, tokens);
     for (let t = 0; t < tokens; t++) {
-      const p = posStart + t;
+      const p = pos[t];
       for (let h = 0; h < heads; h++) {
         const base = (t * heads + h) * headDim;
         for (let i = 0; i < ropeDims / 2; i++) {
@@ -115,15 +120,22 @@ export class ReferenceKernels implements ModelKernels {
     cacheType: number,
     cache: number,
     src: number,
-    pos: number,
+    positions: number,
+    slots: number,
     tokens: number,
     kvDim: number,
+    slotRows: number,
+    slotCount: number,
   ) {
     const s = this.#f32(src, tokens * kvDim);
-    if (cacheType === 0) {
-      this.#f32(cache + pos * kvDim * 4, tokens * kvDim).set(s);
-    } else {
-      new Float16Array(this.#native.view(cache + pos * kvDim * 2, tokens * kvDim * 2)).set(s);
+    const pos = this.#i32(positions, tokens), slot = this.#i32(slots, tokens);
+    const rows = slotRows * slotCount;
+    const c = cacheType === 0
+      ? this.#f32(cache, rows * kvDim)
+      : new Float16Array(this.#native.view(cache, rows * kvDim * 2));
+    for (let t = 0; t < tokens; t++) {
+      const row = slot[t] * slotRows + (pos[t] % slotRows);
+      c.set(s.subarray(t * kvDim, (t + 1) * kvDim), row * kvDim);
     }
   }
 
@@ -134,14 +146,18 @@ export class ReferenceKernels implements ModelKernels {
     kCache: number,
     vCache: number,
     tokens: number,
-    posStart: number,
+    positions: number,
+    slots: number,
     heads: number,
     kvHeads: number,
     headDim: number,
     scale: number,
+    slotRows: number,
+    window: number,
+    slotCount: number,
   ) {
     const kvDim = kvHeads * headDim;
-    const n = posStart + tokens;
+    const n = slotRows * slotCount;
     const view = (a: number) =>
       cacheType === 0
         ? this.#f32(a, n * kvDim)
@@ -149,9 +165,12 @@ export class ReferenceKernels implements ModelKernels {
     const K = view(kCache), V = view(vCache);
     const qs = this.#f32(q, tokens * heads * headDim);
     const o = this.#f32(out, tokens * heads * headDim);
+    const pos = this.#i32(positions, tokens), slot = this.#i32(slots, tokens);
     const group = heads / kvHeads;
     for (let t = 0; t < tokens; t++) {
-      const seen = posStart + t + 1;
+      const first = window > 0 ? Math.max(0, pos[t] - window + 1) : 0;
+      const seen = pos[t] + 1 - first;
+      const row = (j: number) => slot[t] * slotRows + ((first + j) % slotRows);
       for (let h = 0; h < heads; h++) {
         const kh = Math.floor(h / group);
         const qo = (t * heads + h) * headDim;
@@ -159,7 +178,8 @@ export class ReferenceKernels implements ModelKernels {
         let max = -Infinity;
         for (let j = 0; j < seen; j++) {
           let dot = 0;
-          for (let d = 0; d < headDim; d++) dot += qs[qo + d] * K[j * kvDim + kh * headDim + d];
+          const r = row(j) * kvDim + kh * headDim;
+          for (let d = 0; d < headDim; d++) dot += qs[qo + d] * K[r + d];
           scores[j] = dot * scale;
           max = Math.max(max, scores[j]);
         }
@@ -167,7 +187,7 @@ export class ReferenceKernels implements ModelKernels {
         for (let j = 0; j < seen; j++) sum += scores[j] = Math.exp(scores[j] - max);
         for (let d = 0; d < headDim; d++) {
           let acc = 0;
-          for (let j = 0; j < seen; j++) acc += scores[j] * V[j * kvDim + kh * headDim + d];
+          for (let j = 0; j < seen; j++) acc += scores[j] * V[row(j) * kvDim + kh * headDim + d];
           o[qo + d] = acc / sum;
         }
       }

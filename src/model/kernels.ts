@@ -29,28 +29,38 @@ export interface ModelKernels {
   ): void;
   /** `out[t] = x[t] / rms(x[t]) · weight`, rows of `n`. */
   rmsnorm(out: number, x: number, weight: number, n: number, tokens: number, eps: number): void;
-  /** Rotates `x [tokens][heads][headDim]` in place for positions `posStart...`. */
+  /** Rotates `x [tokens][heads][headDim]` in place, token t at `positions[t]` (i32 address). */
   rope(
     x: number,
     tokens: number,
     heads: number,
     headDim: number,
     ropeDims: number,
-    posStart: number,
+    positions: number,
     freqBase: number,
     freqFactors: number,
     neox: boolean,
   ): void;
-  /** Copies `src [tokens][kvDim]` (F32) into `cache` rows `pos...`. */
+  /**
+   * Copies `src [tokens][kvDim]` (F32) into `cache` row `slots[t]·slotRows +
+   * positions[t] % slotRows` (i32 addresses), of `slotCount` slots.
+   */
   storeKv(
     cacheType: number,
     cache: number,
     src: number,
-    pos: number,
+    positions: number,
+    slots: number,
     tokens: number,
     kvDim: number,
+    slotRows: number,
+    slotCount: number,
   ): void;
-  /** Causal attention of `q [tokens][heads·headDim]` over cache rows `[0, posStart + tokens)`. */
+  /**
+   * Attention of `q [tokens][heads·headDim]`: token t attends its own slot's positions
+   * `[window > 0 ? max(0, pos − window + 1) : 0, pos]`, pos = positions[t], read from
+   * the rows {@linkcode storeKv} writes.
+   */
   attention(
     cacheType: number,
     out: number,
@@ -58,11 +68,15 @@ export interface ModelKernels {
     kCache: number,
     vCache: number,
     tokens: number,
-    posStart: number,
+    positions: number,
+    slots: number,
     heads: number,
     kvHeads: number,
     headDim: number,
     scale: number,
+    slotRows: number,
+    window: number,
+    slotCount: number,
   ): void;
   /** `out = silu(gate) · up`, `n` elements. */
   swiglu(out: number, gate: number, up: number, n: number): void;

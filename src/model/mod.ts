@@ -15,10 +15,4 @@ export {
   SUPPORTED_ARCHITECTURES,
 } from "./config.ts";
 export type { CacheTypeId, ModelKernels } from "./kernels.ts";
-export {
-  bindLlamaWeights,
-  type LayerWeights,
-  type LlamaWeights,
-  MATMUL_TYPES,
-  type Weight,
-} from "./weights.ts";
+export { bindLlamaWeights, type LayerWeights, type LlamaWeights, type Weight } from "./weights.ts";

@@ -18,7 +18,7 @@
  * @module
  */
 import { parseGguf } from "../gguf/reader.ts";
-import { Kernels } from "../kernels/mod.ts";
+import { computableTypes, Kernels } from "../kernels/mod.ts";
 import type { Gguf } from "../gguf/reader.ts";
 import type { MappedFile, Native, NativeBuffer } from "../native/native.ts";
 import { loadNative } from "../native/native.ts";
@@ -99,6 +99,9 @@ export class LlamaModel {
   readonly #up: NativeBuffer; // [batch][ff]
   readonly #ids: NativeBuffer; // [batch] i32 token ids
   readonly #idsView: Int32Array;
+  readonly #positions: NativeBuffer; // [batch] i32 position of each token
+  readonly #positionsView: Int32Array;
+  readonly #slots: NativeBuffer; // [batch] i32 KV-cache slot of each token (0: one sequence)
   readonly #logits: NativeBuffer; // [vocab]
   readonly #logitsView: Float32Array;
   readonly #kCache: NativeBuffer; // [layers][ctx][kvHeads·headDim] (F16 or F32)
@@ -135,7 +138,7 @@ export class LlamaModel {
     this.gguf = gguf;
     const c = readLlamaConfig(gguf);
     this.config = c;
-    this.weights = bindLlamaWeights(gguf, c, base);
+    this.weights = bindLlamaWeights(gguf, c, base, computableTypes(native));
     const contextSize = options.contextSize === 0
       ? c.contextLength
       : options.contextSize ?? Math.min(c.contextLength, DEFAULT_CONTEXT_MAX);
@@ -175,6 +178,9 @@ export class LlamaModel {
       this.#gate = this.#alloc(B * F * 4);
       this.#up = this.#alloc(B * F * 4);
       this.#ids = this.#alloc(B * 4);
+      this.#positions = this.#alloc(B * 4);
+      this.#slots = this.#alloc(B * 4);
+      this.#positionsView = new Int32Array(this.#positions.buffer);
       this.#logits = this.#alloc(V * 4);
       const cacheBytes = c.blockCount * this.contextSize * KV * cacheElementBytes;
       this.#kCache = this.#alloc(cacheBytes);
@@ -233,21 +239,24 @@ export class LlamaModel {
     }
     for (let start = 0; start < n; start += this.batchSize) {
       const count = Math.min(this.batchSize, n - start);
-      for (let i = 0; i < count; i++) this.#idsView[i] = tokens[start + i];
-      this.#batch(count, posStart + start, start + count === n);
+      for (let i = 0; i < count; i++) {
+        this.#idsView[i] = tokens[start + i];
+        this.#positionsView[i] = posStart + start + i;
+      }
+      this.#batch(count, start + count === n);
     }
     return this.#logitsView;
   }
 
   /**
-   * One batch of `T` tokens (ids already in `#ids`) at positions `pos...`, run
+   * One batch of `T` tokens (ids and positions already in `#ids`, `#positions`), run
    * as one graph where the kernels support it (one native call per batch).
    */
-  #batch(T: number, pos: number, computeLogits: boolean): void {
+  #batch(T: number, computeLogits: boolean): void {
     const k = this.kernels;
     k.beginGraph?.();
     try {
-      this.#layers(T, pos, computeLogits);
+      this.#layers(T, computeLogits);
     } catch (error) {
       k.cancelGraph?.();
       throw error;
@@ -256,7 +265,7 @@ export class LlamaModel {
   }
 
   /** The forward pass of one batch, kernel by kernel. */
-  #layers(T: number, pos: number, computeLogits: boolean): void {
+  #layers(T: number, computeLogits: boolean): void {
     const c = this.config;
     const w = this.weights;
     const k = this.kernels;
@@ -270,6 +279,8 @@ export class LlamaModel {
     const cacheType: CacheTypeId = this.cacheType === "f16" ? 1 : 0;
     const layerCacheBytes = this.contextSize * KV * (cacheType === 1 ? 2 : 4);
     const freqs = w.ropeFreqs?.address ?? 0;
+    const positions = this.#positions.address, slots = this.#slots.address;
+    const ctx = this.contextSize;
     const scale = 1 / Math.sqrt(D);
     const x = this.#x.address, xb = this.#xb.address;
     const q = this.#q.address, kk = this.#k.address, v = this.#v.address;
@@ -289,11 +300,27 @@ export class LlamaModel {
       k.matmul(L.wq.type, q, L.wq.address, xb, Q, E, T); // q [T][H·D]
       k.matmul(L.wk.type, kk, L.wk.address, xb, KV, E, T); // k [T][Hkv·D]
       k.matmul(L.wv.type, v, L.wv.address, xb, KV, E, T); // v [T][Hkv·D]
-      k.rope(q, T, H, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, false);
-      k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, false);
-      k.storeKv(cacheType, kCache, kk, pos, T, KV); // kCache[pos..pos+T)
-      k.storeKv(cacheType, vCache, v, pos, T, KV); // vCache[pos..pos+T)
-      k.attention(cacheType, att, q, kCache, vCache, T, pos, H, Hkv, D, scale); // att [T][H·D]
+      k.rope(q, T, H, D, c.ropeDimensionCount, positions, c.ropeFreqBase, freqs, false);
+      k.rope(kk, T, Hkv, D, c.ropeDimensionCount, positions, c.ropeFreqBase, freqs, false);
+      k.storeKv(cacheType, kCache, kk, positions, slots, T, KV, ctx, 1); // kCache[pos..pos+T)
+      k.storeKv(cacheType, vCache, v, positions, slots, T, KV, ctx, 1); // vCache[pos..pos+T)
+      k.attention(
+        cacheType,
+        att,
+        q,
+        kCache,
+        vCache,
+        T,
+        positions,
+        slots,
+        H,
+        Hkv,
+        D,
+        scale,
+        ctx,
+        0,
+        1,
+      ); // att [T][H·D]
       k.matmul(L.wo.type, xb, L.wo.address, att, E, Q, T); // xb [T][E]
       k.add(x, x, xb, T * E); // x += attention
 

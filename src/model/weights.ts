@@ -6,15 +6,11 @@
  */
 import type { Gguf, GgufTensorInfo } from "../gguf/reader.ts";
 import { GgmlType } from "../gguf/types.ts";
+import type { ComputableType } from "../kernels/types.ts";
 import { type LlamaConfig, ModelError } from "./config.ts";
 
-/** Weight types the matmul and row-lookup kernels compute with. */
-export const MATMUL_TYPES: ReadonlySet<number> = new Set([
-  GgmlType.F32,
-  GgmlType.F16,
-  GgmlType.Q8_0,
-  GgmlType.BF16,
-]);
+/** The types a tensor may have: the library's computable types, or F32 only (norms). */
+type Allowed = ReadonlyMap<number, Pick<ComputableType, "name" | "blockElems">>;
 
 /** One bound tensor: where its data is and what it holds. */
 export interface Weight {
@@ -65,7 +61,7 @@ function bind(
   base: number,
   name: string,
   shape: readonly number[],
-  types: ReadonlySet<number>,
+  types: Allowed,
 ): Weight {
   const t: GgufTensorInfo | undefined = gguf.tensorsByName.get(name);
   if (t === undefined) throw new ModelError(`missing tensor "${name}"`);
@@ -76,12 +72,20 @@ function check(
   t: GgufTensorInfo,
   base: number,
   shape: readonly number[],
-  types: ReadonlySet<number>,
+  types: Allowed,
 ): Weight {
-  if (!types.has(t.type.id)) {
-    const allowed = [...types].map((id) => typeNames[id] ?? id).join(", ");
+  const type = types.get(t.type.id);
+  if (type === undefined) {
+    const allowed = [...types.values()].map((a) => a.name).join(", ");
     throw new ModelError(
       `tensor "${t.name}" has unsupported type ${t.type.name} (supported here: ${allowed})`,
+    );
+  }
+  if (t.dims[0] % type.blockElems !== 0) {
+    throw new ModelError(
+      `tensor "${t.name}" has rows of ${
+        t.dims[0]
+      }, not a multiple of ${type.name}'s ${type.blockElems}-element blocks`,
     );
   }
   const dims = t.dims.slice();
@@ -101,21 +105,26 @@ function check(
   };
 }
 
-const typeNames: Record<number, string> = { 0: "F32", 1: "F16", 8: "Q8_0", 30: "BF16" };
-const F32_ONLY: ReadonlySet<number> = new Set([GgmlType.F32]);
+const F32_ONLY: Allowed = new Map([[GgmlType.F32, { name: "F32", blockElems: 1 }]]);
 
 /**
  * Binds every tensor the forward pass reads. `base` is the address of the
  * file's mapping (the file's byte 0). Throws {@linkcode ModelError} naming the
- * tensor for a missing tensor, a wrong shape or an unsupported type.
+ * tensor for a missing tensor, a wrong shape or a type not in `computable` (the
+ * library's computable types).
  */
-export function bindLlamaWeights(gguf: Gguf, config: LlamaConfig, base: number): LlamaWeights {
+export function bindLlamaWeights(
+  gguf: Gguf,
+  config: LlamaConfig,
+  base: number,
+  computable: Allowed,
+): LlamaWeights {
   const e = config.embeddingLength;
   const q = config.headCount * config.headDim;
   const kv = config.headCountKv * config.headDim;
   const ff = config.feedForwardLength;
   const v = config.vocabSize;
-  const m = MATMUL_TYPES;
+  const m = computable;
   const layers: LayerWeights[] = [];
   for (let i = 0; i < config.blockCount; i++) {
     const p = `blk.${i}.`;
@@ -157,7 +166,7 @@ export function bindLlamaWeights(gguf: Gguf, config: LlamaConfig, base: number):
     output,
     tiedOutput: outputInfo === undefined,
     ropeFreqs,
-    typeName: typeNames[common] ?? String(common),
+    typeName: computable.get(common)?.name ?? String(common),
     sizeBytes: all.reduce((sum, w) => sum + w.sizeBytes, 0),
   };
 }
