@@ -3,7 +3,8 @@
  * the next token from a hash of every token its slot holds at positions
  * [0, pos], so any mistake in the scheduler's KV bookkeeping (a wrong slot,
  * position, a skipped or stale token) changes the output. It checks that
- * each slot is written without gaps, and records every batch.
+ * each token continues its slot exactly (as the engine core's `Context`),
+ * and records every batch.
  *
  * @module
  */
@@ -50,7 +51,10 @@ export class FakeEngine implements Engine {
     for (let i = 0; i < batch.count; i++) {
       const slot = batch.slots[i], pos = batch.positions[i], want = batch.wantsLogits[i] === 1;
       entries.push([slot, pos, want]);
-      if (pos > this.filled[slot]) throw new Error(`slot ${slot}: gap at ${pos}`);
+      // As the engine core's Context: each token continues its slot exactly.
+      if (pos !== this.filled[slot]) {
+        throw new Error(`slot ${slot}: position ${pos}, the slot continues at ${this.filled[slot]}`);
+      }
       this.cache[slot][pos] = batch.tokens[i];
       this.filled[slot] = pos + 1;
       if (want) {
@@ -61,6 +65,11 @@ export class FakeEngine implements Engine {
     }
     this.batches.push(entries);
     return this.#logits.subarray(0, row * this.vocabSize);
+  }
+
+  truncate(slot: number, length: number): void {
+    if (length > this.filled[slot]) throw new Error(`truncate slot ${slot} to ${length} > ${this.filled[slot]}`);
+    this.filled[slot] = length;
   }
 
   close(): void {

@@ -2,7 +2,7 @@
  * A Llama-family model whose forward pass runs a batch of tokens from several
  * sequences at once over a KV cache of `slots × layers × positions`: every
  * matmul is one GEMM over the whole batch; RoPE, the KV store and attention
- * run per contiguous run of one slot's tokens. Logits are computed only for
+ * take each token's position and slot. Logits are computed only for
  * the entries that want them.
  *
  * This is the server's {@linkcode Engine} until the engine-core
@@ -23,7 +23,7 @@
  * @module
  */
 import { type Gguf, parseGguf } from "../gguf/reader.ts";
-import { Kernels } from "../kernels/mod.ts";
+import { computableTypes, Kernels } from "../kernels/mod.ts";
 import { type LlamaConfig, readLlamaConfig } from "../model/config.ts";
 import type { ModelKernels } from "../model/kernels.ts";
 import { bindLlamaWeights, type LlamaWeights } from "../model/weights.ts";
@@ -82,9 +82,13 @@ export class BatchedLlama implements Engine {
   readonly #up: NativeBuffer;
   readonly #ids: NativeBuffer;
   readonly #idsView: Int32Array;
+  readonly #positions: NativeBuffer; // [batch] i32
+  readonly #positionsView: Int32Array;
+  readonly #slots: NativeBuffer; // [batch] i32
+  readonly #slotsView: Int32Array;
   readonly #logits: NativeBuffer;
   readonly #logitsView: Float32Array;
-  readonly #kCache: NativeBuffer; // [slots][layers][ctx][KV]
+  readonly #kCache: NativeBuffer; // [layers][slots][ctx][KV]
   readonly #vCache: NativeBuffer;
   readonly #cacheType: 0 | 1;
   #closed = false;
@@ -107,7 +111,7 @@ export class BatchedLlama implements Engine {
     this.gguf = gguf;
     const c = readLlamaConfig(gguf);
     this.config = c;
-    this.weights = bindLlamaWeights(gguf, c, file.address);
+    this.weights = bindLlamaWeights(gguf, c, file.address, computableTypes(native));
     this.slotCount = checkInteger("slots", o.slots ?? 4, 1, MAX_SLOTS);
     this.contextSize = checkInteger(
       "contextSize",
@@ -133,11 +137,15 @@ export class BatchedLlama implements Engine {
       this.#gate = this.#alloc(B * F * 4);
       this.#up = this.#alloc(B * F * 4);
       this.#ids = this.#alloc(B * 4);
+      this.#positions = this.#alloc(B * 4);
+      this.#slots = this.#alloc(B * 4);
       // One logits row per slot: a batch wants at most one per sequence.
       this.#logits = this.#alloc(this.slotCount * c.vocabSize * 4);
       this.#kCache = this.#alloc(cacheBytes);
       this.#vCache = this.#alloc(cacheBytes);
       this.#idsView = new Int32Array(this.#ids.buffer);
+      this.#positionsView = new Int32Array(this.#positions.buffer);
+      this.#slotsView = new Int32Array(this.#slots.buffer);
       this.#logitsView = new Float32Array(this.#logits.buffer);
       this.kernels = new Kernels(native, threads);
       this.kernels.reserve?.(B, Math.max(E, Q, F));
@@ -180,11 +188,18 @@ export class BatchedLlama implements Engine {
     }
   }
 
+  /** Nothing to do: a position written again replaces what the slot held there. */
+  truncate(_slot: number, _length: number): void {}
+
   /** Runs `batch`; returns `[logitsCount][vocab]` logits (a view valid until the next call). */
   decode(batch: EngineBatch): Float32Array {
     if (this.#closed) throw new Error("BatchedLlama used after close");
     this.#check(batch);
-    for (let i = 0; i < batch.count; i++) this.#idsView[i] = batch.tokens[i];
+    for (let i = 0; i < batch.count; i++) {
+      this.#idsView[i] = batch.tokens[i];
+      this.#positionsView[i] = batch.positions[i];
+      this.#slotsView[i] = batch.slots[i];
+    }
     const k = this.kernels;
     k.beginGraph?.();
     try {
@@ -203,38 +218,30 @@ export class BatchedLlama implements Engine {
     const E = c.embeddingLength, H = c.headCount, Hkv = c.headCountKv, D = c.headDim;
     const Q = H * D, KV = Hkv * D, F = c.feedForwardLength;
     const ct = this.#cacheType;
-    const layerBytes = this.contextSize * KV * (ct === 1 ? 2 : 4);
-    const slotBytes = c.blockCount * layerBytes;
+    const S = this.slotCount, ctx = this.contextSize;
+    const layerBytes = S * ctx * KV * (ct === 1 ? 2 : 4);
     const freqs = w.ropeFreqs?.address ?? 0;
     const scale = 1 / Math.sqrt(D);
     const x = this.#x.address, xb = this.#xb.address;
     const q = this.#q.address, kk = this.#k.address, v = this.#v.address;
     const att = this.#att.address, gate = this.#gate.address, up = this.#up.address;
+    const pos = this.#positions.address, slots = this.#slots.address;
     const emb = w.tokenEmbedding;
     k.getRows(emb.type, x, emb.address, this.#ids.address, T, E, emb.rowCount);
     for (let l = 0; l < c.blockCount; l++) {
       const L = w.layers[l];
+      const kCache = this.#kCache.address + l * layerBytes; // [slots][ctx][KV]
+      const vCache = this.#vCache.address + l * layerBytes;
       k.rmsnorm(xb, x, L.attnNorm.address, E, T, c.rmsEpsilon);
       k.matmul(L.wq.type, q, L.wq.address, xb, Q, E, T);
       k.matmul(L.wk.type, kk, L.wk.address, xb, KV, E, T);
       k.matmul(L.wv.type, v, L.wv.address, xb, KV, E, T);
-      // Runs of consecutive positions of one slot: RoPE, KV store, attention.
-      for (let i = 0; i < T;) {
-        const slot = batch.slots[i], pos = batch.positions[i];
-        let n = 1;
-        while (
-          i + n < T && batch.slots[i + n] === slot && batch.positions[i + n] === pos + n
-        ) n++;
-        const kCache = this.#kCache.address + slot * slotBytes + l * layerBytes;
-        const vCache = this.#vCache.address + slot * slotBytes + l * layerBytes;
-        const qi = q + i * Q * 4, ki = kk + i * KV * 4, vi = v + i * KV * 4;
-        k.rope(qi, n, H, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, false);
-        k.rope(ki, n, Hkv, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, false);
-        k.storeKv(ct, kCache, ki, pos, n, KV);
-        k.storeKv(ct, vCache, vi, pos, n, KV);
-        k.attention(ct, att + i * Q * 4, qi, kCache, vCache, n, pos, H, Hkv, D, scale);
-        i += n;
-      }
+      // Each token at its own position, in its own slot's rows of the cache.
+      k.rope(q, T, H, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, false);
+      k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, false);
+      k.storeKv(ct, kCache, kk, pos, slots, T, KV, ctx, S);
+      k.storeKv(ct, vCache, v, pos, slots, T, KV, ctx, S);
+      k.attention(ct, att, q, kCache, vCache, T, pos, slots, H, Hkv, D, scale, ctx, 0, S);
       k.matmul(L.wo.type, xb, L.wo.address, att, E, Q, T);
       k.add(x, x, xb, T * E);
       k.rmsnorm(xb, x, L.ffnNorm.address, E, T, c.rmsEpsilon);

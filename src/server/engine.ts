@@ -3,10 +3,9 @@
  * entries belong to several sequences ("slots") that share one KV cache.
  *
  * An entry is a token, its position in its slot's sequence, its slot, and
- * whether its logits are wanted. Within one batch the entries of a slot form
- * one contiguous run of consecutive positions; writing position `p` of a slot
- * discards what the slot held at `p` and after (the scheduler's bookkeeping
- * of which tokens a slot holds is the only "truncate" needed).
+ * whether its logits are wanted. Each token continues its slot: its position
+ * is the slot's length (after {@linkcode Engine.truncate}) plus the slot's
+ * tokens before it in the batch, as the engine core's `Context.decode` asks.
  *
  * @example A batch: slot 0 decodes one token, slot 1 prefills three
  * ```ts
@@ -75,6 +74,8 @@ export interface Engine {
   readonly batchSize: number;
   /** Bytes of the KV cache (all slots). */
   readonly kvCacheBytes: number;
+  /** Drops what `slot` holds from position `length` on (the next token of the slot goes there). */
+  truncate(slot: number, length: number): void;
   /**
    * Runs the batch and returns `[logitsCount][vocabSize]` logits, one row per
    * entry with `wantsLogits`, in batch order: a view valid until the next call.

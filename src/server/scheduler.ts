@@ -318,6 +318,7 @@ export class Scheduler {
       // At least the last prompt token is recomputed: its logits start generation.
       const reuse = Math.min(bestLength, prompt.length - 1);
       best.length = reuse;
+      this.engine.truncate(best.index, reuse);
       best.sequence = seq;
       seq.slot = best;
       seq.prefillNext = reuse;
@@ -373,6 +374,10 @@ export class Scheduler {
     } catch (error) {
       // An engine failure ends every sequence in the batch, never the server.
       const message = `decode failed: ${(error as Error).message}`;
+      for (const slot of this.#slots) { // what the failed batch wrote is unknown
+        slot.length = 0;
+        this.engine.truncate(slot.index, 0);
+      }
       for (const seq of [...this.#active]) this.#fail(seq, message);
       return true;
     }
