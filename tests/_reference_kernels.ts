@@ -23,12 +23,8 @@ export class ReferenceKernels implements ModelKernels {
     return new Float32Array(this.#native.view(address, n * 4));
   }
 
-  #i32(address: number, n: number): Int32Array {
-    return new Int32Array(this.#native.view(address, n * 4));
-  }
-
   /** Row `r` of a `rows × cols` weight of ggml type `type`, as floats. */
-  #row(type: number, weight: number, r: number, cols: number): Float32Array {
+  #weightRow(type: number, weight: number, r: number, cols: number): Float32Array {
     const out = new Float32Array(cols);
     if (type === 0) return this.#f32(weight + r * cols * 4, cols);
     if (type === 1 || type === 30) {
@@ -65,7 +61,7 @@ export class ReferenceKernels implements ModelKernels {
     const o = this.#f32(out, rows * tokens);
     const xs = this.#f32(x, cols * tokens);
     for (let r = 0; r < rows; r++) {
-      const w = this.#row(type, weight, r, cols);
+      const w = this.#weightRow(type, weight, r, cols);
       for (let t = 0; t < tokens; t++) {
         let sum = 0;
         for (let c = 0; c < cols; c++) sum += w[c] * xs[t * cols + c];
@@ -86,6 +82,10 @@ export class ReferenceKernels implements ModelKernels {
     }
   }
 
+  #i32(address: number, n: number): Int32Array {
+    return new Int32Array(this.#native.view(address, n * 4));
+  }
+
   rope(
     x: number,
     tokens: number,
@@ -97,23 +97,30 @@ export class ReferenceKernels implements ModelKernels {
     freqFactors: number,
     neox: boolean,
   ) {
-    if (neox) throw new Error("reference rope: neox not implemented");
     const xs = this.#f32(x, tokens * heads * headDim);
-    const factors = freqFactors ? this.#f32(freqFactors, ropeDims / 2) : undefined;
     const pos = this.#i32(positions, tokens);
+    const factors = freqFactors ? this.#f32(freqFactors, ropeDims / 2) : undefined;
+    const half = ropeDims / 2;
     for (let t = 0; t < tokens; t++) {
       const p = pos[t];
       for (let h = 0; h < heads; h++) {
         const base = (t * heads + h) * headDim;
-        for (let i = 0; i < ropeDims / 2; i++) {
+        for (let i = 0; i < half; i++) {
           const theta = p * freqBase ** (-2 * i / ropeDims) / (factors ? factors[i] : 1);
           const cos = Math.cos(theta), sin = Math.sin(theta);
-          const a = xs[base + 2 * i], b = xs[base + 2 * i + 1];
-          xs[base + 2 * i] = a * cos - b * sin;
-          xs[base + 2 * i + 1] = a * sin + b * cos;
+          // Normal (llama) rotates (x[2i], x[2i+1]); NeoX rotates (x[i], x[i + half]).
+          const ia = base + (neox ? i : 2 * i), ib = base + (neox ? i + half : 2 * i + 1);
+          const a = xs[ia], b = xs[ib];
+          xs[ia] = a * cos - b * sin;
+          xs[ib] = a * sin + b * cos;
         }
       }
     }
+  }
+
+  /** The cache row of token `t`: `slots[t]·slotRows + positions[t] % slotRows`. */
+  #row(pos: Int32Array, slots: Int32Array, t: number, slotRows: number, p = pos[t]): number {
+    return slots[t] * slotRows + p % slotRows;
   }
 
   storeKv(
@@ -125,17 +132,15 @@ export class ReferenceKernels implements ModelKernels {
     tokens: number,
     kvDim: number,
     slotRows: number,
-    slotCount: number,
+    _slotCount: number,
   ) {
     const s = this.#f32(src, tokens * kvDim);
-    const pos = this.#i32(positions, tokens), slot = this.#i32(slots, tokens);
-    const rows = slotRows * slotCount;
-    const c = cacheType === 0
-      ? this.#f32(cache, rows * kvDim)
-      : new Float16Array(this.#native.view(cache, rows * kvDim * 2));
+    const pos = this.#i32(positions, tokens), sl = this.#i32(slots, tokens);
     for (let t = 0; t < tokens; t++) {
-      const row = slot[t] * slotRows + (pos[t] % slotRows);
-      c.set(s.subarray(t * kvDim, (t + 1) * kvDim), row * kvDim);
+      const r = this.#row(pos, sl, t, slotRows);
+      const values = s.subarray(t * kvDim, (t + 1) * kvDim);
+      if (cacheType === 0) this.#f32(cache + r * kvDim * 4, kvDim).set(values);
+      else new Float16Array(this.#native.view(cache + r * kvDim * 2, kvDim * 2)).set(values);
     }
   }
 
@@ -154,23 +159,27 @@ export class ReferenceKernels implements ModelKernels {
     scale: number,
     slotRows: number,
     window: number,
-    slotCount: number,
+    _slotCount: number,
   ) {
     const kvDim = kvHeads * headDim;
-    const n = slotRows * slotCount;
-    const view = (a: number) =>
+    const pos = this.#i32(positions, tokens), sl = this.#i32(slots, tokens);
+    const rowOf = (a: number, r: number) =>
       cacheType === 0
-        ? this.#f32(a, n * kvDim)
-        : new Float16Array(this.#native.view(a, n * kvDim * 2));
-    const K = view(kCache), V = view(vCache);
+        ? this.#f32(a + r * kvDim * 4, kvDim)
+        : new Float16Array(this.#native.view(a + r * kvDim * 2, kvDim * 2));
     const qs = this.#f32(q, tokens * heads * headDim);
     const o = this.#f32(out, tokens * heads * headDim);
-    const pos = this.#i32(positions, tokens), slot = this.#i32(slots, tokens);
     const group = heads / kvHeads;
     for (let t = 0; t < tokens; t++) {
-      const first = window > 0 ? Math.max(0, pos[t] - window + 1) : 0;
-      const seen = pos[t] + 1 - first;
-      const row = (j: number) => slot[t] * slotRows + ((first + j) % slotRows);
+      const last = pos[t];
+      const first = window > 0 ? Math.max(0, last - window + 1) : 0;
+      const seen = last - first + 1;
+      const K: ArrayLike<number>[] = [], V: ArrayLike<number>[] = [];
+      for (let p = first; p <= last; p++) {
+        const r = this.#row(pos, sl, t, slotRows, p);
+        K.push(rowOf(kCache, r));
+        V.push(rowOf(vCache, r));
+      }
       for (let h = 0; h < heads; h++) {
         const kh = Math.floor(h / group);
         const qo = (t * heads + h) * headDim;
@@ -178,8 +187,7 @@ export class ReferenceKernels implements ModelKernels {
         let max = -Infinity;
         for (let j = 0; j < seen; j++) {
           let dot = 0;
-          const r = row(j) * kvDim + kh * headDim;
-          for (let d = 0; d < headDim; d++) dot += qs[qo + d] * K[r + d];
+          for (let d = 0; d < headDim; d++) dot += qs[qo + d] * K[j][kh * headDim + d];
           scores[j] = dot * scale;
           max = Math.max(max, scores[j]);
         }
@@ -187,7 +195,7 @@ export class ReferenceKernels implements ModelKernels {
         for (let j = 0; j < seen; j++) sum += scores[j] = Math.exp(scores[j] - max);
         for (let d = 0; d < headDim; d++) {
           let acc = 0;
-          for (let j = 0; j < seen; j++) acc += scores[j] * V[row(j) * kvDim + kh * headDim + d];
+          for (let j = 0; j < seen; j++) acc += scores[j] * V[j][kh * headDim + d];
           o[qo + d] = acc / sum;
         }
       }
@@ -217,7 +225,7 @@ export class ReferenceKernels implements ModelKernels {
     const idv = new Int32Array(this.#native.view(ids, count * 4));
     for (let i = 0; i < count; i++) {
       if (idv[i] < 0 || idv[i] >= rowCount) throw new RangeError(`row ${idv[i]}`);
-      o.set(this.#row(type, table, idv[i], rowLength), i * rowLength);
+      o.set(this.#weightRow(type, table, idv[i], rowLength), i * rowLength);
     }
   }
 

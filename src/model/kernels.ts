@@ -5,6 +5,13 @@
  *
  * Every pointer is a native address; every count is an integer.
  *
+ * Sequences: a batch of `tokens` may hold tokens of several sequences. Each
+ * token `t` has a position `positions[t]` and a KV-cache slot `slots[t]`
+ * (both native i32 arrays of length `tokens`). The cache of one layer is
+ * `[slotCount][slotRows][kvDim]`: token `t`'s K/V row is
+ * `slots[t]·slotRows + positions[t] % slotRows`; attention is causal within
+ * each token's own slot and runs after the whole batch's K/V is stored.
+ *
  * @module
  */
 
