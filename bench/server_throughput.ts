@@ -116,7 +116,13 @@ async function complete(url: string, prompt: string): Promise<number> {
     method: "POST",
     headers: { "content-type": "application/json" },
     // ignore_eos (llama.cpp) keeps llama-server generating `tokens`; dotllm ignores unknown fields.
-    body: JSON.stringify({ prompt, max_tokens: tokens, temperature: 0, ignore_eos: true, cache_prompt: false }),
+    body: JSON.stringify({
+      prompt,
+      max_tokens: tokens,
+      temperature: 0,
+      ignore_eos: true,
+      cache_prompt: false,
+    }),
   });
   const json = await res.json();
   if (res.status !== 200) throw new Error(`${url}: ${JSON.stringify(json)}`);
@@ -179,8 +185,10 @@ for (let r = 0; r < rounds; r++) {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const cpu = Deno.readTextFileSync("/proc/cpuinfo").match(/model name\s*:\s*(.*)/)?.[1] ?? "?";
-console.log(`\nmodel ${model.split("/").pop()}, ${threads} threads, ${tokens} tokens per request, ` +
-  `-c ${CONTEXT}, ${rounds} rounds (median), ${new Date().toISOString()}, ${cpu}\n`);
+console.log(
+  `\nmodel ${model.split("/").pop()}, ${threads} threads, ${tokens} tokens per request, ` +
+    `-c ${CONTEXT}, ${rounds} rounds (median), ${new Date().toISOString()}, ${cpu}\n`,
+);
 console.log("| server | 1 stream tok/s | 4 streams tok/s | 4 / 1 |");
 console.log("|---|---:|---:|---:|");
 for (const [name, r] of results) {

@@ -53,7 +53,9 @@ export class FakeEngine implements Engine {
       entries.push([slot, pos, want]);
       // As the engine core's Context: each token continues its slot exactly.
       if (pos !== this.filled[slot]) {
-        throw new Error(`slot ${slot}: position ${pos}, the slot continues at ${this.filled[slot]}`);
+        throw new Error(
+          `slot ${slot}: position ${pos}, the slot continues at ${this.filled[slot]}`,
+        );
       }
       this.cache[slot][pos] = batch.tokens[i];
       this.filled[slot] = pos + 1;
@@ -68,7 +70,9 @@ export class FakeEngine implements Engine {
   }
 
   truncate(slot: number, length: number): void {
-    if (length > this.filled[slot]) throw new Error(`truncate slot ${slot} to ${length} > ${this.filled[slot]}`);
+    if (length > this.filled[slot]) {
+      throw new Error(`truncate slot ${slot} to ${length} > ${this.filled[slot]}`);
+    }
     this.filled[slot] = length;
   }
 

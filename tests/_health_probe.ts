@@ -27,4 +27,12 @@ while (!stop) {
 }
 times.sort((a, b) => a - b);
 const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))] ?? 0;
-console.log(JSON.stringify({ count: times.length, p50Ms: at(0.5), p99Ms: at(0.99), maxMs: times.at(-1) ?? 0, failures }));
+console.log(
+  JSON.stringify({
+    count: times.length,
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
+    maxMs: times.at(-1) ?? 0,
+    failures,
+  }),
+);

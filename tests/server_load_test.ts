@@ -10,13 +10,15 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { SMOLLM2_Q4_1, type ServerProcess, smollmQ8, startServer } from "./_server.ts";
+import { type ServerProcess, SMOLLM2_Q4_1, smollmQ8, startServer } from "./_server.ts";
 
 const CLIENTS = 16;
 const REQUESTS = 8;
 const MAX_TOKENS = [6, 16];
 
-const words = "the quick brown fox jumps over a lazy dog while rain falls on quiet hills".split(" ");
+const words = "the quick brown fox jumps over a lazy dog while rain falls on quiet hills".split(
+  " ",
+);
 /** Eight prompts from a few tokens to a few hundred. */
 const PROMPTS = [2, 5, 12, 30, 60, 110, 180, 260].map((n, p) =>
   Array.from({ length: n }, (_, i) => words[(i * 7 + p * 3) % words.length]).join(" ")
@@ -28,24 +30,39 @@ async function startOn(): Promise<{ server: ServerProcess; name: string }> {
   try {
     return { server: await startServer(SMOLLM2_Q4_1, args), name: "SmolLM2-135M-Instruct.Q4_1" };
   } catch (error) {
-    console.log(`load test: the Q4_1 file does not load yet (${(error as Error).message.split("\n")[0].slice(0, 160)}); using the synthetic SmolLM Q8_0 model`);
+    console.log(
+      `load test: the Q4_1 file does not load yet (${
+        (error as Error).message.split("\n")[0].slice(0, 160)
+      }); using the synthetic SmolLM Q8_0 model`,
+    );
     return { server: await startServer(smollmQ8(), args), name: "synthetic smollm-135m Q8_0" };
   }
 }
 
 Deno.test({
-  name: "serve: 16 clients × 8 requests on --parallel 4: complete, equal alone, RSS flat, /health < 100 ms",
+  name:
+    "serve: 16 clients × 8 requests on --parallel 4: complete, equal alone, RSS flat, /health < 100 ms",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
     const { server, name } = await startOn();
-    const client = new OpenAI({ baseURL: server.url + "/v1", apiKey: "none", maxRetries: 0, timeout: 600_000 });
+    const client = new OpenAI({
+      baseURL: server.url + "/v1",
+      apiKey: "none",
+      maxRetries: 0,
+      timeout: 600_000,
+    });
     try {
       // References: each distinct request alone.
       const alone = new Map<string, string>();
       for (const prompt of PROMPTS) {
         for (const max of MAX_TOKENS) {
-          const r = await client.completions.create({ model: "m", prompt, max_tokens: max, temperature: 0 });
+          const r = await client.completions.create({
+            model: "m",
+            prompt,
+            max_tokens: max,
+            temperature: 0,
+          });
           alone.set(`${prompt}|${max}`, r.choices[0].text);
         }
       }
@@ -58,7 +75,12 @@ Deno.test({
 
       // /health is probed from another process: this one is busy with 16 clients.
       const probe = new Deno.Command(Deno.execPath(), {
-        args: ["run", "--allow-net", new URL("./_health_probe.ts", import.meta.url).pathname, server.url],
+        args: [
+          "run",
+          "--allow-net",
+          new URL("./_health_probe.ts", import.meta.url).pathname,
+          server.url,
+        ],
         stdin: "piped",
         stdout: "piped",
         stderr: "inherit",
@@ -83,7 +105,12 @@ Deno.test({
           const cancel = streamed && k % 5 === 2;
           const want = alone.get(`${prompt}|${max}`)!;
           if (!streamed) {
-            const res = await client.completions.create({ model: "m", prompt, max_tokens: max, temperature: 0 });
+            const res = await client.completions.create({
+              model: "m",
+              prompt,
+              max_tokens: max,
+              temperature: 0,
+            });
             if (res.choices[0].text !== want) mismatched.push(`#${k}`);
             completed++;
             continue;
@@ -123,7 +150,9 @@ Deno.test({
       const metrics = await (await fetch(server.url + "/metrics")).text();
       const mib = (b: number) => (b / 2 ** 20).toFixed(1);
       console.log(
-        `load (${name}): ${completed} completed, ${cancelled} cancelled in ${seconds.toFixed(1)} s; ` +
+        `load (${name}): ${completed} completed, ${cancelled} cancelled in ${
+          seconds.toFixed(1)
+        } s; ` +
           `/health p50 ${health.p50Ms.toFixed(1)} p99 ${health.p99Ms.toFixed(1)} max ${
             health.maxMs.toFixed(1)
           } ms over ${health.count} probes; ` +

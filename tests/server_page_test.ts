@@ -19,11 +19,16 @@ async function ensureChromium(): Promise<string> {
   if (path !== undefined) return path;
   const env = { DEBIAN_FRONTEND: "noninteractive" };
   for (const args of [["update"], ["install", "-y", "--no-install-recommends", "chromium"]]) {
-    const out = await new Deno.Command("apt-get", { args, env, stdout: "null", stderr: "piped" }).output();
-    if (!out.success) throw new Error(`apt-get ${args[0]} failed: ${new TextDecoder().decode(out.stderr)}`);
+    const out = await new Deno.Command("apt-get", { args, env, stdout: "null", stderr: "piped" })
+      .output();
+    if (!out.success) {
+      throw new Error(`apt-get ${args[0]} failed: ${new TextDecoder().decode(out.stderr)}`);
+    }
   }
   path = findChromium();
-  if (path === undefined) throw new Error("chromium is not installed after apt-get install chromium");
+  if (path === undefined) {
+    throw new Error("chromium is not installed after apt-get install chromium");
+  }
   return path;
 }
 
@@ -59,7 +64,11 @@ class Cdp {
   }
 
   async eval<T>(expression: string): Promise<T> {
-    const r = await this.send("Runtime.evaluate", { expression, returnByValue: true, awaitPromise: true });
+    const r = await this.send("Runtime.evaluate", {
+      expression,
+      returnByValue: true,
+      awaitPromise: true,
+    });
     const result = r.result as { value: T };
     if (r.exceptionDetails) throw new Error(`page: ${JSON.stringify(r.exceptionDetails)}`);
     return result.value;
@@ -77,13 +86,23 @@ class Cdp {
 }
 
 Deno.test({
-  name: "serve: the chat page streams, stops, keeps the conversation, shows tok/s (headless Chromium)",
+  name:
+    "serve: the chat page streams, stops, keeps the conversation, shows tok/s (headless Chromium)",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
     const chromium = await ensureChromium();
     // One slot with a short context: each unstopped reply ends within seconds.
-    const server = await startServer(smollmQ8(), ["--parallel", "1", "-c", "160", "-t", "2", "--temp", "0"]);
+    const server = await startServer(smollmQ8(), [
+      "--parallel",
+      "1",
+      "-c",
+      "160",
+      "-t",
+      "2",
+      "--temp",
+      "0",
+    ]);
     const profile = await Deno.makeTempDir({ prefix: "dotllm-chromium-" });
     const browser = new Deno.Command(chromium, {
       args: [
@@ -122,16 +141,25 @@ Deno.test({
       }
       assert.ok(page, "the page target");
       const cdp = await Cdp.connect(page.webSocketDebuggerUrl);
-      await cdp.until("document.readyState === 'complete' && document.getElementById('model').textContent.includes('smollm')", "the page to load its model name");
+      await cdp.until(
+        "document.readyState === 'complete' && document.getElementById('model').textContent.includes('smollm')",
+        "the page to load its model name",
+      );
 
       const send = (text: string) =>
-        cdp.eval(`(() => { const i = document.getElementById('input'); i.value = ${JSON.stringify(text)};
-          document.getElementById('form').requestSubmit(); return true; })()`);
-      const state = (n: number) => `document.querySelectorAll('.assistant')[${n}]?.getAttribute('data-state')`;
+        cdp.eval(
+          `(() => { const i = document.getElementById('input'); i.value = ${JSON.stringify(text)};
+          document.getElementById('form').requestSubmit(); return true; })()`,
+        );
+      const state = (n: number) =>
+        `document.querySelectorAll('.assistant')[${n}]?.getAttribute('data-state')`;
 
       // 1: stop a reply midway.
       await send("Tell me a long story.");
-      await cdp.until(`(document.querySelectorAll('.assistant')[0]?.textContent ?? '').length > 10`, "streamed text");
+      await cdp.until(
+        `(document.querySelectorAll('.assistant')[0]?.textContent ?? '').length > 10`,
+        "streamed text",
+      );
       assert.equal(await cdp.eval(state(0)), "streaming");
       await cdp.eval("document.getElementById('stop').click(), true");
       await cdp.until(`${state(0)} === 'stopped'`, "the reply to stop");
@@ -139,15 +167,26 @@ Deno.test({
 
       // 2: the next message streams to the end; the conversation is kept.
       await send("Thanks. Now a short one.");
-      await cdp.until(`${state(1)} === 'done' || ${state(1)} === 'error'`, "the second reply", 90_000);
+      await cdp.until(
+        `${state(1)} === 'done' || ${state(1)} === 'error'`,
+        "the second reply",
+        90_000,
+      );
       assert.equal(await cdp.eval(state(1)), "done", await cdp.eval("document.body.innerText"));
-      const bubbles = await cdp.eval<string[]>("[...document.querySelectorAll('.msg')].map((d) => d.className)");
+      const bubbles = await cdp.eval<string[]>(
+        "[...document.querySelectorAll('.msg')].map((d) => d.className)",
+      );
       assert.deepEqual(bubbles, ["msg user", "msg assistant", "msg user", "msg assistant"]);
-      const reply = await cdp.eval<string>("document.querySelectorAll('.assistant')[1].firstChild.textContent");
+      const reply = await cdp.eval<string>(
+        "document.querySelectorAll('.assistant')[1].firstChild.textContent",
+      );
       assert.ok(reply.length > 0);
       const speed = await cdp.eval<string>("document.getElementById('speed').textContent");
       assert.match(speed, /^\d+(\.\d)? tok\/s$/);
-      assert.match(await cdp.eval<string>("document.querySelectorAll('.stats')[1].textContent"), /tokens · [\d.]+ tok\/s/);
+      assert.match(
+        await cdp.eval<string>("document.querySelectorAll('.stats')[1].textContent"),
+        /tokens · [\d.]+ tok\/s/,
+      );
 
       // The second request re-sent the history, and the server reused its cached prefix.
       const metrics = await (await fetch(server.url + "/metrics")).text();
@@ -155,7 +194,10 @@ Deno.test({
       assert.ok(cached > 0, "prefix reuse across turns");
 
       const shot = await cdp.send("Page.captureScreenshot", { format: "png" });
-      const file = join(Deno.env.get("DOTLLM_SCREENSHOT_DIR") ?? Deno.makeTempDirSync(), "chat_page.png");
+      const file = join(
+        Deno.env.get("DOTLLM_SCREENSHOT_DIR") ?? Deno.makeTempDirSync(),
+        "chat_page.png",
+      );
       Deno.writeFileSync(file, Uint8Array.from(atob(shot.data as string), (c) => c.charCodeAt(0)));
       console.log(`screenshot: ${file}`);
       cdp.ws.close();

@@ -37,10 +37,17 @@ function drain(s: Scheduler, limit = 10_000): number {
 Deno.test("scheduler: concurrent greedy sequences equal each run alone", () => {
   const engine = new FakeEngine({ slots: 3, batch: 16 });
   const s = new Scheduler(engine, fakeTokenizer, { stepTokens: 16 });
-  const prompts = [[1, 2, 3], [4], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21], [
-    2,
-    2,
-  ], [9, 8, 7, 6], [3]];
+  const prompts = [
+    [1, 2, 3],
+    [4],
+    [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21],
+    [
+      2,
+      2,
+    ],
+    [9, 8, 7, 6],
+    [3],
+  ];
   const runs = prompts.map((p, i) => submit(s, p, 5 + i * 3));
   drain(s);
   for (const [i, { run }] of runs.entries()) {

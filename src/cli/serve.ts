@@ -9,7 +9,7 @@
 import process from "node:process";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
 import type { Backend } from "../server/backend.ts";
-import { MAX_SLOTS } from "../server/batched_model.ts";
+import { SLOT_COUNT_MAX } from "../model/mod.ts";
 import { ApiHandler, DEFAULT_BODY_LIMIT_BYTES, DEFAULT_QUEUE_LIMIT } from "../server/handler.ts";
 import { listen } from "../server/http.ts";
 import { loadBackend, type LoadOptions } from "../server/load.ts";
@@ -96,7 +96,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
   const host = str(values, "host") ?? "127.0.0.1";
   const port = number(values, "port", { integer: true, min: 0, max: 65535 }) ?? 8080;
-  const slots = number(values, "parallel", { integer: true, min: 1, max: MAX_SLOTS }) ?? 4;
+  const slots = number(values, "parallel", { integer: true, min: 1, max: SLOT_COUNT_MAX }) ?? 4;
   const ctx = number(values, "ctx-size", { integer: true, min: 0, max: 1 << 24 }) ?? 0;
   const perSlot = ctx === 0 ? 0 : Math.floor(ctx / slots);
   if (ctx !== 0 && perSlot < 16) {

@@ -23,7 +23,10 @@ export interface ChatMessage {
 }
 
 /** Renders a conversation to prompt text. */
-export type ChatRenderer = (messages: readonly ChatMessage[], addGenerationPrompt: boolean) => string;
+export type ChatRenderer = (
+  messages: readonly ChatMessage[],
+  addGenerationPrompt: boolean,
+) => string;
 
 /** ChatML, llama.cpp's template when a model has none. */
 export const CHATML_TEMPLATE =
@@ -38,7 +41,10 @@ export function chatRenderer(
   const template = new Template(source ?? CHATML_TEMPLATE);
   return (messages, addGenerationPrompt) => {
     let text = template.render({
-      messages: messages.map((m) => ({ role: m.role === "developer" ? "system" : m.role, content: m.content })),
+      messages: messages.map((m) => ({
+        role: m.role === "developer" ? "system" : m.role,
+        content: m.content,
+      })),
       add_generation_prompt: addGenerationPrompt,
       bos_token: tokens.bosToken,
       eos_token: tokens.eosToken,

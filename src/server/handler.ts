@@ -22,8 +22,8 @@ import {
   parseChatRequest,
   parseCompletionRequest,
   parseDetokenizeRequest,
-  parseMessages,
   type ParsedRequest,
+  parseMessages,
   parseTokenizeRequest,
   type SamplingDefaults,
 } from "./protocol.ts";
@@ -173,7 +173,12 @@ export class ApiHandler {
       });
     }
     if (!methods.includes(request.method) && !(request.method === "HEAD" && methods[0] === "GET")) {
-      const e = new ApiError(405, `${request.method} is not allowed on ${path}`, null, "method_not_allowed");
+      const e = new ApiError(
+        405,
+        `${request.method} is not allowed on ${path}`,
+        null,
+        "method_not_allowed",
+      );
       return this.#error(e, { allow: methods.join(", ") });
     }
     const key = this.#options.apiKey;
@@ -278,12 +283,22 @@ export class ApiHandler {
       text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
       return JSON.parse(text);
     } catch (error) {
-      throw new ApiError(400, `the body is not valid JSON: ${(error as Error).message}`, null, "invalid_json");
+      throw new ApiError(
+        400,
+        `the body is not valid JSON: ${(error as Error).message}`,
+        null,
+        "invalid_json",
+      );
     }
   }
 
   #tooLarge(): ApiError {
-    return new ApiError(413, `the body is larger than ${this.#bodyLimit} bytes`, null, "body_too_large");
+    return new ApiError(
+      413,
+      `the body is larger than ${this.#bodyLimit} bytes`,
+      null,
+      "body_too_large",
+    );
   }
 
   async #generate(request: Request, kind: "chat" | "completion"): Promise<Response> {
@@ -300,7 +315,12 @@ export class ApiHandler {
     const capacity = this.backend.info.slotCount + this.#queueLimit;
     if (this.#inFlight >= capacity) {
       return this.#error(
-        new ApiError(503, `every slot is busy and ${this.#queueLimit} requests wait`, null, "overloaded"),
+        new ApiError(
+          503,
+          `every slot is busy and ${this.#queueLimit} requests wait`,
+          null,
+          "overloaded",
+        ),
         { "retry-after": "1" },
       );
     }
@@ -472,7 +492,9 @@ class Reply {
     return {
       tokens: items.map((t) => t.text),
       token_logprobs: items.map((t) => t.logprob),
-      top_logprobs: items.map((t) => Object.fromEntries((t.top ?? []).map((a) => [a.text, a.logprob]))),
+      top_logprobs: items.map((t) =>
+        Object.fromEntries((t.top ?? []).map((a) => [a.text, a.logprob]))
+      ),
       text_offset: [] as number[],
     };
   }

@@ -7,7 +7,7 @@
 import { basename } from "node:path";
 import { prepareLibrary } from "../native/locate.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
-import { BatchedLlama } from "./batched_model.ts";
+import { ContextEngine } from "./context_engine.ts";
 import { LocalBackend } from "./backend.ts";
 import { chatRenderer } from "./chat_prompt.ts";
 
@@ -26,7 +26,7 @@ export interface LoadOptions {
 /** Loads `path` for serving; throws the loader's error for a bad file. */
 export async function loadBackend(path: string, options: LoadOptions): Promise<LocalBackend> {
   await prepareLibrary();
-  const engine = BatchedLlama.load(path, {
+  const engine = ContextEngine.load(path, {
     slots: options.slots,
     contextSize: options.contextSize,
     threads: options.threads,
@@ -42,7 +42,8 @@ export async function loadBackend(path: string, options: LoadOptions): Promise<L
       addBos: tokenizer.addBos,
     });
     const backendTokenizer = {
-      encode: (s: string, o: { addSpecial: boolean; parseSpecial: boolean }) => tokenizer.encode(s, o),
+      encode: (s: string, o: { addSpecial: boolean; parseSpecial: boolean }) =>
+        tokenizer.encode(s, o),
       decode: (ids: ArrayLike<number>) => tokenizer.decode(ids),
       createDecoder: () => tokenizer.createDecoder(),
       isEog: (id: number) => tokenizer.isEog(id),

@@ -50,7 +50,10 @@ export class Metrics {
     ]);
     if (stats !== undefined) {
       const s = stats;
-      const rate = (tokens: number, ms: number) => (ms > 0 ? (tokens / (ms / 1000)).toFixed(3) : "0");
+      const rate = (
+        tokens: number,
+        ms: number,
+      ) => (ms > 0 ? (tokens / (ms / 1000)).toFixed(3) : "0");
       metric("dotllm_queue_depth", "gauge", "Requests waiting for a free slot.", [
         `dotllm_queue_depth ${s.queueDepth}`,
       ]);
@@ -72,9 +75,14 @@ export class Metrics {
         "Tokens generated per second of decode, all slots together, since start.",
         [`dotllm_decode_tokens_per_second ${rate(s.generatedTokensTotal, s.decodeMsTotal)}`],
       );
-      metric("dotllm_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's KV cache.", [
-        `dotllm_prompt_tokens_cached_total ${s.cachedTokensTotal}`,
-      ]);
+      metric(
+        "dotllm_prompt_tokens_cached_total",
+        "counter",
+        "Prompt tokens reused from a slot's KV cache.",
+        [
+          `dotllm_prompt_tokens_cached_total ${s.cachedTokensTotal}`,
+        ],
+      );
       metric("dotllm_kv_cache_tokens", "gauge", "KV cache positions holding a token, all slots.", [
         `dotllm_kv_cache_tokens ${s.kvUsedTokens}`,
       ]);

@@ -36,8 +36,12 @@ export class ApiError extends Error {
   }
 
   /** The JSON body. */
-  toJSON(): { error: { message: string; type: string; param: string | null; code: string | null } } {
-    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  toJSON(): {
+    error: { message: string; type: string; param: string | null; code: string | null };
+  } {
+    return {
+      error: { message: this.message, type: this.type, param: this.param, code: this.code },
+    };
   }
 }
 
