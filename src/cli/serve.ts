@@ -12,6 +12,7 @@ import type { Backend } from "../server/backend.ts";
 import { SLOT_COUNT_MAX } from "../model/mod.ts";
 import { ApiHandler, DEFAULT_BODY_LIMIT_BYTES, DEFAULT_QUEUE_LIMIT } from "../server/handler.ts";
 import { listen } from "../server/http.ts";
+import { chatRenderer } from "../server/chat_prompt.ts";
 import { loadBackend, type LoadOptions } from "../server/load.ts";
 import type { SamplingDefaults } from "../server/protocol.ts";
 import { WorkerBackend } from "../server/worker_backend.ts";
@@ -82,7 +83,7 @@ async function startBackend(path: string, options: LoadOptions): Promise<Backend
   } catch (error) {
     // A model error fails again, with the loader's message; a runtime without
     // workers (e.g. some single-executable builds) runs the model in-process.
-    const backend = await loadBackend(path, options);
+    const backend = await loadBackend(path, options, chatRenderer);
     writeStderr(
       `dotllm: warning: no model worker (${(error as Error).message}); ` +
         "the model runs on the HTTP thread\n",

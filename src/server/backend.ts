@@ -28,6 +28,16 @@ export interface ModelInfo {
   slotCount: number;
   vocabSize: number;
   kvCacheBytes: number;
+  /** What chat rendering needs: the model's template (undefined: ChatML) and special-token texts. */
+  chat: ChatTemplateInfo;
+}
+
+/** The chat template of a model, as data (the HTTP thread renders it). */
+export interface ChatTemplateInfo {
+  source?: string;
+  bosToken: string;
+  eosToken: string;
+  addBos: boolean;
 }
 
 /** A prompt: text, token ids, or a conversation to render with the chat template. */

@@ -7,7 +7,7 @@
  * @example
  * ```ts
  * import { chatRenderer } from "./chat_prompt.ts";
- * const render = chatRenderer(undefined, { bosToken: "", eosToken: "" });
+ * const render = chatRenderer({ bosToken: "", eosToken: "" });
  * const text = render([{ role: "user", content: "Hi" }], true);
  * if (text !== "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n") throw new Error(text);
  * ```
@@ -35,10 +35,9 @@ export const CHATML_TEMPLATE =
 
 /** A renderer over `source` (or ChatML), with the vocabulary's BOS/EOS texts. */
 export function chatRenderer(
-  source: string | undefined,
-  tokens: { bosToken: string; eosToken: string; addBos?: boolean },
+  tokens: { source?: string; bosToken: string; eosToken: string; addBos?: boolean },
 ): ChatRenderer {
-  const template = new Template(source ?? CHATML_TEMPLATE);
+  const template = new Template(tokens.source ?? CHATML_TEMPLATE);
   return (messages, addGenerationPrompt) => {
     let text = template.render({
       messages: messages.map((m) => ({

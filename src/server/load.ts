@@ -9,7 +9,8 @@ import { prepareLibrary } from "../native/locate.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
 import { ContextEngine } from "./context_engine.ts";
 import { LocalBackend } from "./backend.ts";
-import { chatRenderer } from "./chat_prompt.ts";
+import type { ChatRenderer } from "./chat_prompt.ts";
+import type { ChatTemplateInfo } from "./backend.ts";
 
 /** How to load the model for serving. */
 export interface LoadOptions {
@@ -23,8 +24,16 @@ export interface LoadOptions {
   stepTokens?: number;
 }
 
-/** Loads `path` for serving; throws the loader's error for a bad file. */
-export async function loadBackend(path: string, options: LoadOptions): Promise<LocalBackend> {
+/**
+ * Loads `path` for serving; throws the loader's error for a bad file.
+ * `makeRenderer` builds the chat renderer (the model Worker passes none: its
+ * HTTP thread renders chats, so the Worker never loads the template engine).
+ */
+export async function loadBackend(
+  path: string,
+  options: LoadOptions,
+  makeRenderer?: (chat: ChatTemplateInfo) => ChatRenderer,
+): Promise<LocalBackend> {
   await prepareLibrary();
   const engine = ContextEngine.load(path, {
     slots: options.slots,
@@ -36,10 +45,14 @@ export async function loadBackend(path: string, options: LoadOptions): Promise<L
     const tokenizer = Tokenizer.fromGguf(engine.gguf);
     const source = engine.gguf.metadata.get("tokenizer.chat_template");
     const text = (id: number) => (id >= 0 ? tokenizer.tokenToPiece(id, true) : "");
-    const render = chatRenderer(typeof source === "string" && source !== "" ? source : undefined, {
+    const chat: ChatTemplateInfo = {
+      source: typeof source === "string" && source !== "" ? source : undefined,
       bosToken: text(tokenizer.bos),
       eosToken: text(tokenizer.eos),
       addBos: tokenizer.addBos,
+    };
+    const render: ChatRenderer = makeRenderer?.(chat) ?? (() => {
+      throw new Error("chat prompts are rendered on the HTTP thread");
     });
     const backendTokenizer = {
       encode: (s: string, o: { addSpecial: boolean; parseSpecial: boolean }) =>
@@ -58,6 +71,7 @@ export async function loadBackend(path: string, options: LoadOptions): Promise<L
         slotCount: engine.slotCount,
         vocabSize: engine.vocabSize,
         kvCacheBytes: engine.kvCacheBytes,
+        chat,
       },
       engine,
       backendTokenizer,

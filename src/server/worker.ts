@@ -15,12 +15,6 @@ export type WorkerRequest =
   | { op: "cancel"; id: number }
   | { op: "tokenize"; id: number; text: string; addSpecial: boolean; parseSpecial: boolean }
   | { op: "detokenize"; id: number; tokens: number[] }
-  | {
-    op: "template";
-    id: number;
-    messages: import("./chat_prompt.ts").ChatMessage[];
-    addGenerationPrompt: boolean;
-  }
   | { op: "stats"; id: number }
   | { op: "close"; id: number };
 
@@ -65,8 +59,6 @@ scope.onmessage = async (e: MessageEvent<WorkerRequest>) => {
       return reply(m.id, b.tokenize(m.text, m.addSpecial, m.parseSpecial));
     case "detokenize":
       return reply(m.id, b.detokenize(m.tokens));
-    case "template":
-      return reply(m.id, b.applyTemplate(m.messages, m.addGenerationPrompt));
     case "stats":
       return reply(m.id, b.stats());
     case "close":

@@ -6,7 +6,7 @@
  * @module
  */
 import type { Backend, GenerateInput, ModelInfo } from "./backend.ts";
-import type { ChatMessage } from "./chat_prompt.ts";
+import { type ChatMessage, type ChatRenderer, chatRenderer } from "./chat_prompt.ts";
 import type { LoadOptions } from "./load.ts";
 import type { SchedulerStats, SequenceEvent } from "./scheduler.ts";
 import type { WorkerRequest } from "./worker.ts";
@@ -20,6 +20,7 @@ interface Pending {
 export class WorkerBackend implements Backend {
   readonly info: ModelInfo;
   readonly #worker: Worker;
+  readonly #render: ChatRenderer;
   readonly #calls = new Map<number, Pending>();
   readonly #streams = new Map<number, (event: SequenceEvent) => void>();
   #nextId = 1;
@@ -27,6 +28,7 @@ export class WorkerBackend implements Backend {
   private constructor(worker: Worker, info: ModelInfo) {
     this.#worker = worker;
     this.info = info;
+    this.#render = chatRenderer(info.chat);
     worker.onmessage = (e: MessageEvent) => {
       const m = e.data;
       const stream = this.#streams.get(m.id);
@@ -73,6 +75,19 @@ export class WorkerBackend implements Backend {
   }
 
   generate(input: GenerateInput, onEvent: (event: SequenceEvent) => void): () => void {
+    if ("messages" in input.prompt) {
+      // Rendered here: the Worker only tokenizes and computes.
+      try {
+        input = { ...input, prompt: { text: this.#render(input.prompt.messages, true) } };
+      } catch (error) {
+        onEvent({
+          type: "error",
+          status: 400,
+          message: `chat template: ${(error as Error).message}`,
+        });
+        return () => {};
+      }
+    }
     const id = this.#nextId++;
     this.#streams.set(id, onEvent);
     this.#worker.postMessage({ op: "generate", id, input } satisfies WorkerRequest);
@@ -91,7 +106,11 @@ export class WorkerBackend implements Backend {
   }
 
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {
-    return this.#call({ op: "template", messages, addGenerationPrompt });
+    try {
+      return Promise.resolve(this.#render(messages, addGenerationPrompt));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   stats(): Promise<SchedulerStats> {
