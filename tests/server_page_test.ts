@@ -142,7 +142,7 @@ Deno.test({
       assert.ok(page, "the page target");
       const cdp = await Cdp.connect(page.webSocketDebuggerUrl);
       await cdp.until(
-        "document.readyState === 'complete' && document.getElementById('model').textContent.includes('smollm')",
+        "document.getElementById('model')?.textContent?.includes('smollm') ?? false",
         "the page to load its model name",
       );
 
