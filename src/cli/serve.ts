@@ -35,6 +35,8 @@ Options:
   -c, --ctx-size N         KV cache positions in all, split evenly over the slots, as
                            llama-server (default min(model's, 4096) per slot)
   -t, --threads N          threads; 0 = every CPU (default 0)
+  -b, --batch-size N       most tokens per step: one per generating sequence, the rest
+                           prefill chunks (default 256; >= --parallel)
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)
       --queue N            requests that may wait for a slot before 503 (default ${DEFAULT_QUEUE_LIMIT})
@@ -104,6 +106,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
     throw new UsageError(`--ctx-size ${ctx} leaves ${perSlot} positions per slot (need >= 16)`);
   }
   const threads = number(values, "threads", { integer: true, min: 0, max: THREAD_COUNT_MAX }) ?? 0;
+  const stepTokens = number(values, "batch-size", { integer: true, min: slots, max: 1 << 16 });
   const queueLimit = number(values, "queue", { integer: true, min: 0, max: 1 << 20 });
   const bodyLimitBytes = number(values, "body-limit", { integer: true, min: 1024, max: 1 << 30 });
   const shutdownS = number(values, "shutdown-timeout", { min: 0, max: 3600 }) ?? 30;
@@ -125,7 +128,12 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
     if (defaults[k] === undefined) delete defaults[k];
   }
 
-  const backend = await startBackend(positionals[0], { slots, contextSize: perSlot, threads });
+  const backend = await startBackend(positionals[0], {
+    slots,
+    contextSize: perSlot,
+    threads,
+    stepTokens,
+  });
   const api = new ApiHandler({ backend, apiKey, cors, queueLimit, bodyLimitBytes, defaults });
   let server;
   try {
@@ -182,6 +190,7 @@ export const serveCommand: Command = {
     np: { type: "string" },
     "ctx-size": { type: "string", short: "c" },
     threads: { type: "string", short: "t" },
+    "batch-size": { type: "string", short: "b" },
     "api-key": { type: "string" },
     cors: { type: "string" },
     queue: { type: "string" },
