@@ -31,7 +31,17 @@ const libraries = [platform, `${platform}-avx512`]
   .filter((path) => existsSync(path));
 
 const command = runtime === "bun"
-  ? ["bun", "build", "--compile", "--minify", "cli.ts", ...libraries, "--outfile", output]
+  ? [
+    "bun",
+    "build",
+    "--compile",
+    "--minify",
+    "cli.ts",
+    "src/server/worker.ts", // the model Worker of `dotllm serve`: a second entry point
+    ...libraries,
+    "--outfile",
+    output,
+  ]
   : [
     "deno",
     "compile",
@@ -41,6 +51,8 @@ const command = runtime === "bun"
     "--allow-write",
     "--allow-net",
     ...libraries.flatMap((path) => ["--include", path]),
+    "--include",
+    "src/server/worker.ts", // the model Worker of `dotllm serve`
     "--output",
     output,
     "cli.ts",

@@ -48,7 +48,12 @@ export class WorkerBackend implements Backend {
 
   /** Starts the worker and loads `path` in it; rejects with the loader's message. */
   static start(path: string, options: LoadOptions): Promise<WorkerBackend> {
-    const worker = new Worker(new URL("./worker.ts", import.meta.url), { type: "module" });
+    // In a `bun build --compile` executable every module shares the bundle's URL and the
+    // worker is the extra entry point `src/server/worker.ts` (scripts/compile.ts).
+    const url = import.meta.url.includes("$bunfs")
+      ? "./src/server/worker.ts"
+      : new URL("./worker.ts", import.meta.url);
+    const worker = new Worker(url, { type: "module" });
     return new Promise((resolve, reject) => {
       worker.onerror = (e: ErrorEvent) => {
         e.preventDefault?.();
