@@ -79,7 +79,33 @@ export interface Backend {
   close(): Promise<void>;
 }
 
-/** Yields to the event loop (messages, timers, I/O) between scheduler steps. */
+/**
+ * Yields to the event loop (messages, timers, I/O) between scheduler steps
+ * through a message port: a chain of `setTimeout(0)` is clamped to 4 ms per
+ * turn (HTML timer nesting; 4-7 ms measured under Deno), longer than a small
+ * model's decode step.
+ */
+class Turns {
+  readonly #channel = new MessageChannel();
+  #resolve?: () => void;
+
+  constructor() {
+    this.#channel.port1.onmessage = () => this.#resolve?.();
+  }
+
+  next(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#resolve = resolve;
+      this.#channel.port2.postMessage(0);
+    });
+  }
+
+  close(): void {
+    this.#channel.port1.close();
+    this.#channel.port2.close();
+  }
+}
+
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
@@ -148,12 +174,14 @@ export class LocalBackend implements Backend {
   async #run(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
+    const turns = new Turns(); // closed when idle: an open port would keep the process alive
     try {
       while (this.scheduler.busy) {
-        await nextTurn();
+        await turns.next();
         this.scheduler.step();
       }
     } finally {
+      turns.close();
       this.#running = false;
     }
   }
