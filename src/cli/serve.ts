@@ -161,12 +161,24 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
         `dotllm: ${signal}: finishing ${api.inFlight} request(s) (at most ${shutdownS} s)\n`,
       );
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const timeout = new Promise<void>((r) => (timer = setTimeout(r, shutdownS * 1000)));
+      let timedOut = false;
+      const timeout = new Promise<void>((r) =>
+        timer = setTimeout(() => {
+          timedOut = true;
+          r();
+        }, shutdownS * 1000)
+      );
       await Promise.race([Promise.all([api.drain(), server.stop()]), timeout]);
       clearTimeout(timer);
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);
+      const cut = api.inFlight;
       await Promise.race([backend.close(), new Promise((r) => setTimeout(r, 2000))]);
+      if (timedOut) {
+        // Streams still open would keep the process alive: they are cut off.
+        writeStderr(`dotllm: ${cut} request(s) cut off after ${shutdownS} s; stopped\n`);
+        process.exit(0);
+      }
       resolve();
     };
     const onInt = () => void stop("SIGINT");

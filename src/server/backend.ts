@@ -212,9 +212,10 @@ export class LocalBackend implements Backend {
     return Promise.resolve(this.scheduler.stats());
   }
 
-  /** Waits for running sequences (the caller bounds the wait), then frees the engine. */
+  /** Ends every request still running (the caller drained them first), then frees the engine. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.scheduler.cancelAll();
     while (this.#running) await nextTurn();
     this.#engine.close();
   }

@@ -287,6 +287,11 @@ export class Scheduler {
     this.#release(seq);
   }
 
+  /** Cancels every queued and running request. */
+  cancelAll(): void {
+    for (const id of [...this.#byId.keys()]) this.cancel(id);
+  }
+
   #release(seq: Sequence): void {
     const a = this.#active.indexOf(seq);
     if (a >= 0) this.#active.splice(a, 1);
