@@ -50,4 +50,5 @@ test {
     _ = @import("hot_path_test.zig");
     _ = @import("quant_act.zig");
     _ = @import("quant_legacy.zig");
+    _ = @import("quant_k_test.zig");
 }
