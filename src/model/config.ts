@@ -8,6 +8,7 @@
 import type { Gguf, GgufValue } from "../gguf/reader.ts";
 import { architectureOf } from "./arch.ts";
 import { ModelError } from "./errors.ts";
+import { tagged } from "./_tagged.ts";
 
 export { ModelError } from "./errors.ts";
 export { SUPPORTED_ARCHITECTURES } from "./arch.ts";
@@ -149,7 +150,7 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
     );
   }
   const name = gguf.metadata.get("general.name");
-  return {
+  return tagged({
     architecture,
     name: typeof name === "string" ? name : "",
     contextLength: integer(gguf, `${a}.context_length`, undefined, 1, L.contextLengthMax),
@@ -170,7 +171,7 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
     rmsEpsilon: float(gguf, `${a}.attention.layer_norm_rms_epsilon`, undefined, 0),
     vocabSize,
     slidingWindow: integer(gguf, `${a}.attention.sliding_window`, 0, 0, L.contextLengthMax),
-  };
+  });
 }
 
 /** {@linkcode readModelConfig} (its name before the architecture table). */

@@ -31,10 +31,10 @@ export interface ForwardCache {
   readonly cacheTypeId: number;
   readonly slotRows: number;
   readonly slotCount: number;
-  /** Address of layer `l`'s K cache. */
-  kAddress(layer: number): number;
-  /** Address of layer `l`'s V cache. */
-  vAddress(layer: number): number;
+  /** Address of each layer's K cache. */
+  readonly kLayers: readonly number[];
+  /** Address of each layer's V cache. */
+  readonly vLayers: readonly number[];
 }
 
 /**
@@ -83,8 +83,8 @@ export function missingOps(model: ForwardModel): string | undefined {
 /**
  * Records the forward pass of `T` tokens (ids, positions and slots already
  * in `b`) and, when `R > 0`, the logits of the `R` rows listed in
- * `b.outRows` into `b.logits` [R][V]. The caller wraps it in
- * `beginGraph`/`endGraph`.
+ * `b.outRows` (the first of them `firstOutRow`) into `b.logits` [R][V]. The
+ * caller wraps it in `beginGraph`/`endGraph`.
  */
 export function forward(
   k: ModelKernels,
@@ -93,6 +93,7 @@ export function forward(
   b: ForwardBuffers,
   T: number,
   R: number,
+  firstOutRow: number,
 ): void {
   const c = m.config;
   const w = m.weights;
@@ -119,8 +120,8 @@ export function forward(
 
   for (let l = 0; l < c.blockCount; l++) {
     const L = w.layers[l];
-    const kCache = cache.kAddress(l); // [slots][rows][KV]
-    const vCache = cache.vAddress(l); // [slots][rows][KV]
+    const kCache = cache.kLayers[l]; // [slots][rows][KV]
+    const vCache = cache.vLayers[l]; // [slots][rows][KV]
 
     // Attention block.
     k.rmsnorm(xb, x, L.attnNorm.address, E, T, eps); // xb [T][E]
@@ -181,9 +182,13 @@ export function forward(
   }
   if (R === 0) return;
 
-  // Final norm and LM head, only the rows that want logits.
-  k.getRows(F32, b.xOut, x, b.outRows, R, E, T); // xOut [R][E] = x[outRows]
-  k.rmsnorm(b.xOut, b.xOut, w.outputNorm.address, E, R, eps); // xOut [R][E]
+  // Final norm and LM head, only the rows that want logits (one row: normed in place of a gather).
+  if (R === 1) {
+    k.rmsnorm(b.xOut, x + firstOutRow * E * 4, w.outputNorm.address, E, 1, eps); // xOut [1][E]
+  } else {
+    k.getRows(F32, b.xOut, x, b.outRows, R, E, T); // xOut [R][E] = x[outRows]
+    k.rmsnorm(b.xOut, b.xOut, w.outputNorm.address, E, R, eps); // xOut [R][E]
+  }
   const out = w.output;
   k.matmul(out.type, b.logits, out.address, b.xOut, out.rowCount, E, R); // logits [R][V]
 }

@@ -65,19 +65,25 @@ export class KvCache implements ForwardCache {
       throw error;
     }
     this.byteLength = 2 * bytes;
+    const layerBytes = this.#layerBytes, k = this.#k.address, v = this.#v.address;
+    // Arrays of tagged elements (made of strings first): a raw-double array would box
+    // each address anew every time the forward pass hands it to a kernel.
+    const kLayers: unknown[] = new Array(shape.layers).fill("");
+    const vLayers: unknown[] = new Array(shape.layers).fill("");
+    for (let l = 0; l < shape.layers; l++) {
+      kLayers[l] = k + l * layerBytes;
+      vLayers[l] = v + l * layerBytes;
+    }
+    this.kLayers = kLayers as number[];
+    this.vLayers = vLayers as number[];
     this.#history = Array.from({ length: slots }, () => new Int32Array(slotRows));
     this.#lengths = new Int32Array(slots);
   }
 
-  /** Address of layer `layer`'s K cache. */
-  kAddress(layer: number): number {
-    return this.#k.address + layer * this.#layerBytes;
-  }
-
-  /** Address of layer `layer`'s V cache. */
-  vAddress(layer: number): number {
-    return this.#v.address + layer * this.#layerBytes;
-  }
+  /** Address of each layer's K cache. */
+  readonly kLayers: readonly number[];
+  /** Address of each layer's V cache. */
+  readonly vLayers: readonly number[];
 
   #slot(slot: number): number {
     if (!Number.isInteger(slot) || slot < 0 || slot >= this.slotCount) {
