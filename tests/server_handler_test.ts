@@ -20,7 +20,7 @@ function setup(options: Partial<HandlerOptions> = {}, slots = 1) {
       slotCount: slots,
       vocabSize: 40,
       kvCacheBytes: 0,
-      chat: { bosToken: "", eosToken: "", addBos: false },
+      chat: { bosToken: "", eosToken: "", addBos: false, addEos: false },
     },
     engine,
     fakeTokenizer,

@@ -2,7 +2,7 @@
  * `dotllm serve` on the real SmolLM2-135M-Instruct Q4_1 file with its own
  * chat template: two conversations at once through the `openai` client
  * (one streamed), each greedy reply equal to `dotllm run` on the prompt
- * `/apply-template` renders; the second turn of a conversation reuses the
+ * `/apply-template` renders and to `dotllm run --chat`; the second turn of a conversation reuses the
  * first turn's cached tokens.
  */
 import assert from "node:assert/strict";
@@ -74,6 +74,28 @@ Deno.test({
         const want = JSON.parse(run.stdout);
         // The reply may end early at <|im_end|>; run stops at the same token.
         assert.equal(reply, want.text, `conversation ${i}`);
+        // ... and `dotllm run --chat` on the same conversation.
+        const [system, user] = conversations[i].length === 2
+          ? [conversations[i][0].content, conversations[i][1].content]
+          : [undefined, conversations[i][0].content];
+        const chat = await runDeno([
+          "run",
+          SMOLLM2_Q4_1,
+          "--chat",
+          ...(system === undefined ? [] : ["--system", system]),
+          "-p",
+          user,
+          "-n",
+          String(N),
+          "--temp",
+          "0",
+          "-q",
+          "--json",
+          "-c",
+          "1024",
+        ]);
+        assert.equal(chat.code, 0, chat.stderr);
+        assert.equal(reply, JSON.parse(chat.stdout).text, `conversation ${i} vs run --chat`);
       }
       // Turn two re-sends turn one: its tokens come from the slot's cache.
       const turn2 = await client.chat.completions.create({

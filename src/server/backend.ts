@@ -38,6 +38,7 @@ export interface ChatTemplateInfo {
   bosToken: string;
   eosToken: string;
   addBos: boolean;
+  addEos: boolean;
 }
 
 /** A prompt: text, token ids, or a conversation to render with the chat template. */

@@ -1,8 +1,9 @@
 /**
- * Chat messages to prompt text for the server: the model's own chat template
- * (`tokenizer.chat_template`) rendered with `@huggingface/jinja`, or ChatML
- * when the model has none (llama.cpp's fallback). The chat module's
- * `ChatTemplate` (llama.cpp-exact rendering) replaces this once it lands.
+ * Chat messages to prompt text for the server: the chat module's
+ * {@linkcode ChatTemplate} (rendered as llama.cpp renders it) over the
+ * model's own `tokenizer.chat_template`, or the built-in ChatML when the
+ * model has none (llama.cpp's fallback). The HTTP thread renders; the model
+ * Worker only tokenizes and computes.
  *
  * @example
  * ```ts
@@ -14,7 +15,7 @@
  *
  * @module
  */
-import { Template } from "@huggingface/jinja";
+import { ChatTemplate } from "../chat/mod.ts";
 
 /** One chat message (OpenAI's shape, text content). */
 export interface ChatMessage {
@@ -28,30 +29,21 @@ export type ChatRenderer = (
   addGenerationPrompt: boolean,
 ) => string;
 
-/** ChatML, llama.cpp's template when a model has none. */
-export const CHATML_TEMPLATE =
-  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}" +
-  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-/** A renderer over `source` (or ChatML), with the vocabulary's BOS/EOS texts. */
+/** A renderer over `source` (or ChatML), with the vocabulary's BOS/EOS texts and rules. */
 export function chatRenderer(
-  tokens: { source?: string; bosToken: string; eosToken: string; addBos?: boolean },
+  tokens: {
+    source?: string;
+    bosToken: string;
+    eosToken: string;
+    addBos?: boolean;
+    addEos?: boolean;
+  },
 ): ChatRenderer {
-  const template = new Template(tokens.source ?? CHATML_TEMPLATE);
-  return (messages, addGenerationPrompt) => {
-    let text = template.render({
-      messages: messages.map((m) => ({
-        role: m.role === "developer" ? "system" : m.role,
-        content: m.content,
-      })),
-      add_generation_prompt: addGenerationPrompt,
-      bos_token: tokens.bosToken,
-      eos_token: tokens.eosToken,
-    });
-    // The tokenizer adds BOS itself: a BOS the template printed would double it (as llama.cpp).
-    if (tokens.addBos && tokens.bosToken !== "" && text.startsWith(tokens.bosToken)) {
-      text = text.slice(tokens.bosToken.length);
-    }
-    return text;
-  };
+  const template = ChatTemplate.fromSpec(tokens.source ?? "chatml", {
+    bosToken: tokens.bosToken,
+    eosToken: tokens.eosToken,
+    addBos: tokens.addBos,
+    addEos: tokens.addEos,
+  });
+  return (messages, addGenerationPrompt) => template.render(messages, { addGenerationPrompt });
 }

@@ -50,6 +50,7 @@ export async function loadBackend(
       bosToken: text(tokenizer.bos),
       eosToken: text(tokenizer.eos),
       addBos: tokenizer.addBos,
+      addEos: tokenizer.vocab.addEos,
     };
     const render: ChatRenderer = makeRenderer?.(chat) ?? (() => {
       throw new Error("chat prompts are rendered on the HTTP thread");
