@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { benchCommand } from "./src/cli/bench.ts";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { runCommand } from "./src/cli/run.ts";
+import { serveCommand } from "./src/cli/serve.ts";
 import { chatCommand } from "./src/cli/chat.ts";
 import { inspectCommand } from "./src/cli/inspect.ts";
 import { quantizeCommand } from "./src/cli/quantize.ts";
@@ -30,6 +31,7 @@ import { VERSION } from "./src/version.ts";
 /** Every command, in the order `--help` lists them. */
 export const commands: readonly Command[] = [
   runCommand,
+  serveCommand,
   chatCommand,
   inspectCommand,
   tokenizeCommand,

@@ -85,6 +85,7 @@ const command = runtime === "bun"
     // The `npm:` imports are Deno's branch (src/chat/_jinja.ts); Bun takes the bare name.
     ...npmSpecifiers().flatMap((spec) => ["--external", spec]),
     "cli.ts",
+    "src/server/worker.ts", // the model Worker of `dotllm serve`: a second entry point
     ...libraries,
     "--outfile",
     output,
@@ -98,6 +99,8 @@ const command = runtime === "bun"
     "--allow-write",
     "--allow-net",
     ...libraries.flatMap((path) => ["--include", path]),
+    "--include",
+    "src/server/worker.ts", // the model Worker of `dotllm serve`
     "--output",
     output,
     "cli.ts",

@@ -1,0 +1,201 @@
+/**
+ * Server throughput: aggregate generated tokens per second with 1 and with 4
+ * concurrent greedy streams, `dotllm serve --parallel 4` against
+ * `llama-server -np 4` on the same file, threads, context and requests,
+ * measured side by side (rounds alternate between the servers). Prints a
+ * markdown table; the targets are 4 streams ≥ 2.5 × one stream, and dotllm ≥
+ * 1.0 × llama-server.
+ *
+ *   deno task bench:server [--model FILE] [--llama-server PATH] [-t 2] [-n 64] [-r 3]
+ *
+ * The default model is SmolLM2-135M-Instruct Q4_1 from the test data when
+ * dotllm loads it, else the synthetic SmolLM-shaped Q8_0 model.
+ *
+ * @module
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import process from "node:process";
+import { parseArgs } from "node:util";
+import { makeModel } from "../src/gguf/make_model.ts";
+
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    model: { type: "string" },
+    "llama-server": { type: "string" },
+    threads: { type: "string", short: "t" },
+    tokens: { type: "string", short: "n" },
+    rounds: { type: "string", short: "r" },
+  },
+});
+const root = new URL("../", import.meta.url).pathname;
+const testdata = process.env.DOTLLM_TESTDATA ?? join(root, "../shared/testdata");
+const threads = values.threads ?? "2";
+const tokens = Number(values.tokens ?? "64");
+const rounds = Number(values.rounds ?? "3");
+const llamaServer = values["llama-server"] ?? "/work/ref/build/bin/llama-server";
+const PARALLEL = 4;
+const CONTEXT = 4096; // in all: 1024 per slot on both servers
+
+const PROMPTS = [
+  "Once upon a time, in a small village by the sea, there lived",
+  "The three most important things to know about the history of Rome are",
+  "Here is a short recipe for a tomato soup:",
+  "Write a letter to a friend describing your summer holiday. Dear Sam,",
+];
+
+interface Server {
+  url: string;
+  stop(): Promise<void>;
+}
+
+async function waitHealthy(url: string, child: Deno.ChildProcess): Promise<void> {
+  let exited = false;
+  child.status.then(() => (exited = true));
+  for (let i = 0; i < 600; i++) {
+    if (exited) throw new Error(`the server at ${url} exited`);
+    try {
+      const res = await fetch(url + "/health");
+      await res.body?.cancel();
+      if (res.status === 200) return;
+    } catch { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} did not become healthy`);
+}
+
+async function start(command: string, args: string[], port: number): Promise<Server> {
+  const child = new Deno.Command(command, { args, stdout: "null", stderr: "null", stdin: "null" })
+    .spawn();
+  const url = `http://127.0.0.1:${port}`;
+  await waitHealthy(url, child);
+  return {
+    url,
+    async stop() {
+      child.kill("SIGTERM");
+      await child.status;
+    },
+  };
+}
+
+function dotllm(model: string, port: number): Promise<Server> {
+  return start(join(root, "dotllm"), [
+    "serve",
+    model,
+    "--port",
+    String(port),
+    "--parallel",
+    String(PARALLEL),
+    "-c",
+    String(CONTEXT),
+    "-t",
+    threads,
+  ], port);
+}
+
+function llama(model: string, port: number): Promise<Server> {
+  return start(llamaServer, [
+    "-m",
+    model,
+    "--port",
+    String(port),
+    "-np",
+    String(PARALLEL),
+    "-c",
+    String(CONTEXT),
+    "-t",
+    threads,
+    "--no-webui",
+  ], port);
+}
+
+/** One greedy completion; resolves to the tokens generated. */
+async function complete(url: string, prompt: string): Promise<number> {
+  const res = await fetch(url + "/v1/completions", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    // ignore_eos (llama.cpp) keeps llama-server generating `tokens`; dotllm ignores unknown fields.
+    body: JSON.stringify({
+      prompt,
+      max_tokens: tokens,
+      temperature: 0,
+      ignore_eos: true,
+      cache_prompt: false,
+    }),
+  });
+  const json = await res.json();
+  if (res.status !== 200) throw new Error(`${url}: ${JSON.stringify(json)}`);
+  return json.usage.completion_tokens;
+}
+
+/** Aggregate generated tok/s with `streams` concurrent requests (distinct prompts). */
+async function throughput(url: string, streams: number): Promise<number> {
+  const t0 = performance.now();
+  const counts = await Promise.all(
+    Array.from({ length: streams }, (_, i) => complete(url, PROMPTS[i % PROMPTS.length])),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  return counts.reduce((a, b) => a + b, 0) / seconds;
+}
+
+function pickModel(): string {
+  if (values.model !== undefined) return values.model;
+  const q41 = join(testdata, "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  const probe = new Deno.Command(join(root, "dotllm"), {
+    args: ["run", q41, "-p", "a", "-n", "1", "-q", "-c", "64"],
+    stdout: "null",
+    stderr: "null",
+  }).outputSync();
+  if (probe.success) return q41;
+  console.error("bench: dotllm does not load the Q4_1 file yet; using the synthetic SmolLM Q8_0");
+  return makeModel({
+    shape: "smollm-135m",
+    type: "q8_0",
+    outDir: join(root, "models"),
+    vocabDir: join(testdata, "vocab-converted"),
+  }).path;
+}
+
+const model = pickModel();
+const servers: Array<[string, (m: string, p: number) => Promise<Server>]> = [["dotllm", dotllm]];
+if (existsSync(llamaServer)) servers.push(["llama-server", llama]);
+else console.error(`bench: no llama-server at ${llamaServer}; dotllm alone`);
+
+const results = new Map<string, { one: number[]; four: number[] }>();
+for (const [name] of servers) results.set(name, { one: [], four: [] });
+let port = 18_300 + Math.floor(Math.random() * 500);
+for (let r = 0; r < rounds; r++) {
+  for (const [name, launch] of servers) {
+    const server = await launch(model, port++);
+    try {
+      await throughput(server.url, 1); // warm-up
+      const res = results.get(name)!;
+      res.one.push(await throughput(server.url, 1));
+      res.four.push(await throughput(server.url, PARALLEL));
+      console.error(
+        `round ${r + 1} ${name}: 1 stream ${res.one.at(-1)!.toFixed(1)} tok/s, ` +
+          `${PARALLEL} streams ${res.four.at(-1)!.toFixed(1)} tok/s`,
+      );
+    } finally {
+      await server.stop();
+    }
+  }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const cpu = Deno.readTextFileSync("/proc/cpuinfo").match(/model name\s*:\s*(.*)/)?.[1] ?? "?";
+console.log(
+  `\nmodel ${model.split("/").pop()}, ${threads} threads, ${tokens} tokens per request, ` +
+    `-c ${CONTEXT}, ${rounds} rounds (median), ${new Date().toISOString()}, ${cpu}\n`,
+);
+console.log("| server | 1 stream tok/s | 4 streams tok/s | 4 / 1 |");
+console.log("|---|---:|---:|---:|");
+for (const [name, r] of results) {
+  const one = median(r.one), four = median(r.four);
+  console.log(`| ${name} | ${one.toFixed(1)} | ${four.toFixed(1)} | ${(four / one).toFixed(2)} |`);
+}
+if (results.has("llama-server")) {
+  const d = median(results.get("dotllm")!.four), l = median(results.get("llama-server")!.four);
+  console.log(`\ndotllm / llama-server at 4 streams: ${(d / l).toFixed(2)}`);
+}

@@ -1,0 +1,223 @@
+/**
+ * The model side of the server, as the HTTP handler sees it: generation as
+ * events with a cancel function, tokenize/detokenize/apply-template, and
+ * scheduler counters. {@linkcode LocalBackend} runs a {@linkcode Scheduler}
+ * on the current thread (inside the model Worker, or in tests over a fake
+ * engine); `WorkerBackend` forwards to one running in a Worker.
+ *
+ * @module
+ */
+import type { SamplerParams } from "../sampler/mod.ts";
+import type { ChatMessage, ChatRenderer } from "./chat_prompt.ts";
+import type { Engine } from "./engine.ts";
+import {
+  Scheduler,
+  type SchedulerOptions,
+  type SchedulerStats,
+  type SchedulerTokenizer,
+  type SequenceEvent,
+} from "./scheduler.ts";
+
+/** What `/v1/models` and `/metrics` report about the loaded model. */
+export interface ModelInfo {
+  /** The model's id: its file name. */
+  id: string;
+  /** Seconds since the epoch when it was loaded. */
+  created: number;
+  contextSize: number;
+  slotCount: number;
+  vocabSize: number;
+  kvCacheBytes: number;
+  /** What chat rendering needs: the model's template (undefined: ChatML) and special-token texts. */
+  chat: ChatTemplateInfo;
+}
+
+/** The chat template of a model, as data (the HTTP thread renders it). */
+export interface ChatTemplateInfo {
+  source?: string;
+  bosToken: string;
+  eosToken: string;
+  addBos: boolean;
+  addEos: boolean;
+}
+
+/** A prompt: text, token ids, or a conversation to render with the chat template. */
+export type PromptInput =
+  | { text: string }
+  | { tokens: number[] }
+  | { messages: ChatMessage[] };
+
+/** A generation request as the backend takes it (already validated). */
+export interface GenerateInput {
+  prompt: PromptInput;
+  maxTokens: number;
+  sampling: Partial<SamplerParams>;
+  seed: number;
+  stop: string[];
+  topLogprobs: number;
+  /** llama.cpp's `ignore_eos`. */
+  ignoreEos?: boolean;
+}
+
+/** The tokenizer calls the backend needs beyond the scheduler's. */
+export interface BackendTokenizer extends SchedulerTokenizer {
+  encode(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): number[];
+  decode(ids: ArrayLike<number>): string;
+  readonly vocabSize: number;
+}
+
+/** The model side of the server. */
+export interface Backend {
+  readonly info: ModelInfo;
+  /** Starts a generation; returns a function that cancels it (no more events after). */
+  generate(input: GenerateInput, onEvent: (event: SequenceEvent) => void): () => void;
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Promise<number[]>;
+  /** Token ids to text; throws `RangeError` for an id outside the vocabulary. */
+  detokenize(tokens: number[]): Promise<string>;
+  /** Renders a conversation; throws for a template error. */
+  applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string>;
+  stats(): Promise<SchedulerStats>;
+  close(): Promise<void>;
+}
+
+/**
+ * Yields to the event loop (messages, timers, I/O) between scheduler steps
+ * through a message port: a chain of `setTimeout(0)` is clamped to 4 ms per
+ * turn (HTML timer nesting; 4-7 ms measured under Deno), longer than a small
+ * model's decode step.
+ */
+class Turns {
+  readonly #channel = new MessageChannel();
+  #resolve?: () => void;
+
+  constructor() {
+    this.#channel.port1.onmessage = () => this.#resolve?.();
+  }
+
+  next(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#resolve = resolve;
+      this.#channel.port2.postMessage(0);
+    });
+  }
+
+  close(): void {
+    this.#channel.port1.close();
+    this.#channel.port2.close();
+  }
+}
+
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/** A backend that runs its scheduler on this thread, stepping whenever work is pending. */
+export class LocalBackend implements Backend {
+  readonly info: ModelInfo;
+  readonly scheduler: Scheduler;
+  readonly #engine: Engine;
+  readonly #tokenizer: BackendTokenizer;
+  readonly #render: ChatRenderer;
+  #running = false;
+  #closed = false;
+
+  constructor(
+    info: ModelInfo,
+    engine: Engine,
+    tokenizer: BackendTokenizer,
+    render: ChatRenderer,
+    options: SchedulerOptions = {},
+  ) {
+    this.info = info;
+    this.#engine = engine;
+    this.#tokenizer = tokenizer;
+    this.#render = render;
+    this.scheduler = new Scheduler(engine, tokenizer, options);
+  }
+
+  /** The prompt's token ids (BOS as the model asks, control tokens parsed: llama.cpp's defaults). */
+  promptTokens(prompt: PromptInput): Int32Array {
+    if ("tokens" in prompt) return Int32Array.from(prompt.tokens);
+    const text = "text" in prompt ? prompt.text : this.#render(prompt.messages, true);
+    const ids = this.#tokenizer.encode(text, { addSpecial: true, parseSpecial: true });
+    return Int32Array.from(ids);
+  }
+
+  generate(input: GenerateInput, onEvent: (event: SequenceEvent) => void): () => void {
+    let prompt: Int32Array;
+    try {
+      if (this.#closed) throw new Error("the server is shutting down");
+      prompt = this.promptTokens(input.prompt);
+    } catch (error) {
+      onEvent({ type: "error", status: 400, message: (error as Error).message });
+      return () => {};
+    }
+    let live = true;
+    const id = this.scheduler.submit({
+      prompt,
+      maxTokens: input.maxTokens,
+      sampling: input.sampling,
+      seed: input.seed,
+      stop: input.stop,
+      topLogprobs: input.topLogprobs,
+      ignoreEos: input.ignoreEos,
+    }, (event) => {
+      if (live) onEvent(event);
+    });
+    this.#run();
+    return () => {
+      live = false;
+      this.scheduler.cancel(id);
+    };
+  }
+
+  /** Steps the scheduler until it is idle, giving the event loop a turn between steps. */
+  async #run(): Promise<void> {
+    if (this.#running) return;
+    this.#running = true;
+    const turns = new Turns(); // closed when idle: an open port would keep the process alive
+    try {
+      while (this.scheduler.busy) {
+        await turns.next();
+        this.scheduler.step();
+      }
+    } finally {
+      turns.close();
+      this.#running = false;
+    }
+  }
+
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Promise<number[]> {
+    return Promise.resolve(this.#tokenizer.encode(text, { addSpecial, parseSpecial }));
+  }
+
+  detokenize(tokens: number[]): Promise<string> {
+    const V = this.#tokenizer.vocabSize;
+    for (const t of tokens) {
+      if (!Number.isInteger(t) || t < 0 || t >= V) {
+        return Promise.reject(new RangeError(`token id ${t} is outside the vocabulary [0, ${V})`));
+      }
+    }
+    return Promise.resolve(this.#tokenizer.decode(tokens));
+  }
+
+  applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {
+    try {
+      return Promise.resolve(this.#render(messages, addGenerationPrompt));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  stats(): Promise<SchedulerStats> {
+    return Promise.resolve(this.scheduler.stats());
+  }
+
+  /** Ends every request still running (the caller drained them first), then frees the engine. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.scheduler.cancelAll();
+    while (this.#running) await nextTurn();
+    this.#engine.close();
+  }
+}

@@ -1,0 +1,572 @@
+/**
+ * The HTTP API as one fetch-style handler (`Request` → `Response`), served by
+ * `Deno.serve` or `Bun.serve`: OpenAI's `/v1/chat/completions`,
+ * `/v1/completions` (streamed as server-sent events ending in
+ * `data: [DONE]`) and `/v1/models`; llama.cpp's `/tokenize`, `/detokenize`,
+ * `/apply-template` and `/health`; Prometheus `/metrics`; the chat page at
+ * `/`. Errors are OpenAI's error JSON.
+ *
+ * @example Over a backend (a fake one in tests)
+ * ```ts ignore
+ * const api = new ApiHandler({ backend });
+ * Deno.serve({ hostname: "127.0.0.1", port: 8080 }, api.fetch);
+ * ```
+ *
+ * @module
+ */
+import type { Backend, GenerateInput } from "./backend.ts";
+import { Metrics } from "./metrics.ts";
+import { CHAT_PAGE } from "./page.ts";
+import {
+  ApiError,
+  parseChatRequest,
+  parseCompletionRequest,
+  parseDetokenizeRequest,
+  type ParsedRequest,
+  parseMessages,
+  parseTokenizeRequest,
+  type SamplingDefaults,
+} from "./protocol.ts";
+import type { SequenceEvent, TokenLogprob } from "./scheduler.ts";
+
+/** Options of an {@linkcode ApiHandler}. */
+export interface HandlerOptions {
+  backend: Backend;
+  /** Required as `Authorization: Bearer KEY` on every route but `/health` and `/`. */
+  apiKey?: string;
+  /** The origin allowed by CORS (`*` for any); none by default. */
+  cors?: string;
+  /**
+   * Largest request body; default 1 MiB: a context of a few thousand tokens is
+   * tens of kilobytes of text, and the body is held in memory while parsed.
+   */
+  bodyLimitBytes?: number;
+  /** Requests that may wait for a slot beyond the running ones; default 64 (then 503). */
+  queueLimit?: number;
+  /** Sampling defaults for fields a request leaves out. */
+  defaults?: SamplingDefaults;
+}
+
+/** The default body limit. */
+export const DEFAULT_BODY_LIMIT_BYTES = 1 << 20;
+/** The default queue bound. */
+export const DEFAULT_QUEUE_LIMIT = 64;
+
+const ROUTES: Record<string, readonly string[]> = {
+  "/": ["GET"],
+  "/health": ["GET"],
+  "/v1/health": ["GET"],
+  "/metrics": ["GET"],
+  "/v1/models": ["GET"],
+  "/models": ["GET"],
+  "/v1/chat/completions": ["POST"],
+  "/chat/completions": ["POST"],
+  "/v1/completions": ["POST"],
+  "/completions": ["POST"],
+  "/tokenize": ["POST"],
+  "/detokenize": ["POST"],
+  "/apply-template": ["POST"],
+};
+
+/** Routes open without the API key: the balancer's probe and the page (which asks for the key). */
+const PUBLIC_ROUTES = new Set(["/", "/health", "/v1/health"]);
+
+/** Buffers events until the consumer asks; resolves waiters as events arrive. */
+class EventQueue {
+  readonly #items: SequenceEvent[] = [];
+  #wake?: () => void;
+
+  push(event: SequenceEvent): void {
+    this.#items.push(event);
+    this.#wake?.();
+  }
+
+  async next(): Promise<SequenceEvent> {
+    while (this.#items.length === 0) {
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+      this.#wake = undefined;
+    }
+    return this.#items.shift()!;
+  }
+
+  /** Takes every buffered event. */
+  drain(): SequenceEvent[] {
+    return this.#items.splice(0);
+  }
+}
+
+function randomId(prefix: string): string {
+  return prefix + crypto.randomUUID().replaceAll("-", "").slice(0, 24);
+}
+
+const encoder = new TextEncoder();
+
+/** The HTTP API over a backend. */
+export class ApiHandler {
+  readonly backend: Backend;
+  readonly metrics = new Metrics();
+  readonly #options: HandlerOptions;
+  readonly #bodyLimit: number;
+  readonly #queueLimit: number;
+  #inFlight = 0;
+  #draining = false;
+  #idle?: () => void;
+
+  constructor(options: HandlerOptions) {
+    this.backend = options.backend;
+    this.#options = options;
+    this.#bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+    this.#queueLimit = options.queueLimit ?? DEFAULT_QUEUE_LIMIT;
+  }
+
+  /** Generation requests being answered. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Stops taking generation requests (503) and resolves once in-flight ones end. */
+  drain(): Promise<void> {
+    this.#draining = true;
+    if (this.#inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => (this.#idle = resolve));
+  }
+
+  /** The fetch handler. */
+  fetch = async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    const route = ROUTES[url.pathname] !== undefined ? url.pathname : "other";
+    let response: Response;
+    try {
+      response = await this.#route(request, url.pathname);
+    } catch (error) {
+      response = this.#error(
+        error instanceof ApiError
+          ? error
+          : new ApiError(500, `internal error: ${(error as Error)?.message ?? error}`),
+      );
+    }
+    this.metrics.request(route, response.status);
+    if (this.#options.cors !== undefined) {
+      response.headers.set("access-control-allow-origin", this.#options.cors);
+      if (this.#options.cors !== "*") response.headers.append("vary", "Origin");
+    }
+    return response;
+  };
+
+  #error(error: ApiError, headers: Record<string, string> = {}): Response {
+    return Response.json(error.toJSON(), { status: error.status, headers });
+  }
+
+  async #route(request: Request, path: string): Promise<Response> {
+    const methods = ROUTES[path];
+    if (methods === undefined) {
+      throw new ApiError(404, `no route ${request.method} ${path}`, null, "not_found");
+    }
+    if (request.method === "OPTIONS" && this.#options.cors !== undefined) {
+      return new Response(null, {
+        status: 204,
+        headers: {
+          "access-control-allow-methods": methods.join(", ") + ", OPTIONS",
+          "access-control-allow-headers": "authorization, content-type",
+          "access-control-max-age": "600",
+        },
+      });
+    }
+    if (!methods.includes(request.method) && !(request.method === "HEAD" && methods[0] === "GET")) {
+      const e = new ApiError(
+        405,
+        `${request.method} is not allowed on ${path}`,
+        null,
+        "method_not_allowed",
+      );
+      return this.#error(e, { allow: methods.join(", ") });
+    }
+    const key = this.#options.apiKey;
+    if (key !== undefined && !PUBLIC_ROUTES.has(path)) {
+      const auth = request.headers.get("authorization") ?? "";
+      if (auth !== `Bearer ${key}`) {
+        throw new ApiError(
+          401,
+          auth === "" ? "missing API key (Authorization: Bearer KEY)" : "invalid API key",
+          null,
+          "invalid_api_key",
+          "authentication_error",
+        );
+      }
+    }
+    switch (path) {
+      case "/":
+        return new Response(CHAT_PAGE, { headers: { "content-type": "text/html; charset=utf-8" } });
+      case "/health":
+      case "/v1/health":
+        return Response.json({ status: "ok" });
+      case "/metrics":
+        return new Response(this.metrics.render(await this.backend.stats(), this.#inFlight), {
+          headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+        });
+      case "/v1/models":
+      case "/models": {
+        const i = this.backend.info;
+        return Response.json({
+          object: "list",
+          data: [{
+            id: i.id,
+            object: "model",
+            created: i.created,
+            owned_by: "dotllm",
+            meta: { n_ctx: i.contextSize, n_vocab: i.vocabSize, n_parallel: i.slotCount },
+          }],
+        });
+      }
+      case "/tokenize": {
+        const t = parseTokenizeRequest(await this.#json(request));
+        const tokens = await this.backend.tokenize(t.content, t.addSpecial, t.parseSpecial);
+        if (!t.withPieces) return Response.json({ tokens });
+        const pieces = await Promise.all(tokens.map((id) => this.backend.detokenize([id])));
+        return Response.json({ tokens: tokens.map((id, i) => ({ id, piece: pieces[i] })) });
+      }
+      case "/detokenize": {
+        const tokens = parseDetokenizeRequest(await this.#json(request));
+        try {
+          return Response.json({ content: await this.backend.detokenize(tokens) });
+        } catch (error) {
+          throw new ApiError(400, (error as Error).message, "tokens", "invalid_value");
+        }
+      }
+      case "/apply-template": {
+        const body = await this.#json(request) as Record<string, unknown>;
+        const messages = parseMessages(body?.messages);
+        try {
+          return Response.json({ prompt: await this.backend.applyTemplate(messages, true) });
+        } catch (error) {
+          throw new ApiError(400, `chat template: ${(error as Error).message}`, "messages");
+        }
+      }
+      case "/v1/chat/completions":
+      case "/chat/completions":
+        return this.#generate(request, "chat");
+      default:
+        return this.#generate(request, "completion");
+    }
+  }
+
+  /** The body as JSON: 413 past the limit, 400 when it does not parse. */
+  async #json(request: Request): Promise<unknown> {
+    const declared = Number(request.headers.get("content-length") ?? "NaN");
+    if (declared > this.#bodyLimit) {
+      await request.body?.cancel().catch(() => {});
+      throw this.#tooLarge();
+    }
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    if (request.body !== null) {
+      const reader = request.body.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > this.#bodyLimit) {
+          await reader.cancel().catch(() => {});
+          throw this.#tooLarge();
+        }
+        chunks.push(value);
+      }
+    }
+    const bytes = new Uint8Array(size);
+    let at = 0;
+    for (const c of chunks) {
+      bytes.set(c, at);
+      at += c.byteLength;
+    }
+    let text: string;
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+      return JSON.parse(text);
+    } catch (error) {
+      throw new ApiError(
+        400,
+        `the body is not valid JSON: ${(error as Error).message}`,
+        null,
+        "invalid_json",
+      );
+    }
+  }
+
+  #tooLarge(): ApiError {
+    return new ApiError(
+      413,
+      `the body is larger than ${this.#bodyLimit} bytes`,
+      null,
+      "body_too_large",
+    );
+  }
+
+  async #generate(request: Request, kind: "chat" | "completion"): Promise<Response> {
+    if (this.#draining) {
+      return this.#error(new ApiError(503, "the server is shutting down", null, "unavailable"), {
+        "retry-after": "5",
+      });
+    }
+    const json = await this.#json(request);
+    const defaults = this.#options.defaults ?? {};
+    const parsed = kind === "chat"
+      ? parseChatRequest(json, defaults)
+      : parseCompletionRequest(json, defaults);
+    const capacity = this.backend.info.slotCount + this.#queueLimit;
+    if (this.#inFlight >= capacity) {
+      return this.#error(
+        new ApiError(
+          503,
+          `every slot is busy and ${this.#queueLimit} requests wait`,
+          null,
+          "overloaded",
+        ),
+        { "retry-after": "1" },
+      );
+    }
+    this.#inFlight++;
+    let ended = false;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      this.#inFlight--;
+      if (this.#inFlight === 0) this.#idle?.();
+    };
+    const queue = new EventQueue();
+    let cancel: () => void = () => {};
+    try {
+      cancel = this.backend.generate(parsed.input, (e) => queue.push(e));
+      const first = await queue.next();
+      if (first.type === "error") {
+        end();
+        throw new ApiError(first.status, first.message, first.status === 400 ? "prompt" : null);
+      }
+      if (first.type !== "start") throw new ApiError(500, "the backend did not start");
+      const abort = () => {
+        cancel();
+        end();
+        // Wakes a non-streamed request waiting for its next event.
+        queue.push({ type: "error", status: 499, message: "the client closed the request" });
+      };
+      request.signal?.addEventListener("abort", abort, { once: true });
+      const reply = new Reply(kind, parsed, first.promptTokens, this.backend.info.id);
+      if (parsed.stream) return this.#stream(reply, queue, abort, end);
+      for (;;) {
+        const e = await queue.next();
+        if (e.type === "error") throw new ApiError(e.status, e.message);
+        reply.add(e);
+        if (e.type === "done") {
+          this.metrics.promptTokens += e.promptTokens;
+          this.metrics.completionTokens += e.completionTokens;
+          end();
+          return Response.json(reply.whole());
+        }
+      }
+    } catch (error) {
+      cancel();
+      end();
+      throw error;
+    }
+  }
+
+  #stream(reply: Reply, queue: EventQueue, abort: () => void, end: () => void): Response {
+    const metrics = this.metrics;
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const send = (data: unknown) => {
+          controller.enqueue(encoder.encode(`data: ${JSON.stringify(data)}\n\n`));
+        };
+        try {
+          // Each pull enqueues something (a pull that enqueues nothing is not
+          // called again): events without text, e.g. half a UTF-8 character, wait.
+          for (let sent = 0; sent === 0;) {
+            const e = await queue.next();
+            if (e.type === "error") {
+              send(new ApiError(e.status, e.message).toJSON());
+              controller.close();
+              end();
+              return;
+            }
+            for (const event of [e, ...queue.drain()]) {
+              for (const chunk of reply.chunks(event)) {
+                send(chunk);
+                sent++;
+              }
+              if (event.type === "done") {
+                metrics.promptTokens += event.promptTokens;
+                metrics.completionTokens += event.completionTokens;
+                controller.enqueue(encoder.encode("data: [DONE]\n\n"));
+                controller.close();
+                end();
+                return;
+              }
+            }
+          }
+        } catch (error) {
+          abort();
+          controller.error(error);
+        }
+      },
+      cancel() {
+        // The client went away: its slot is freed at once.
+        abort();
+      },
+    });
+    return new Response(stream, {
+      headers: {
+        "content-type": "text/event-stream",
+        "cache-control": "no-cache",
+        "x-accel-buffering": "no",
+      },
+    });
+  }
+}
+
+/** Builds one request's response: the whole object, or its SSE chunks. */
+class Reply {
+  readonly id: string;
+  readonly created = Math.floor(Date.now() / 1000);
+  readonly model: string;
+  text = "";
+  readonly tokens: { token: number; text: string; logprob: number; top?: TokenLogprob[] }[] = [];
+  finishReason: string | null = null;
+  usage?: Record<string, unknown>;
+  timings?: Record<string, number>;
+  #sentRole = false;
+
+  constructor(
+    readonly kind: "chat" | "completion",
+    readonly request: ParsedRequest,
+    readonly promptTokens: number,
+    modelId: string,
+  ) {
+    this.id = randomId(kind === "chat" ? "chatcmpl-" : "cmpl-");
+    this.model = request.model ?? modelId;
+  }
+
+  add(e: SequenceEvent): void {
+    if (e.type === "token") {
+      this.text += e.text;
+      if (this.request.logprobs) this.tokens.push(e);
+    } else if (e.type === "text") {
+      this.text += e.text;
+    } else if (e.type === "done") {
+      this.finishReason = e.finishReason;
+      this.usage = {
+        prompt_tokens: e.promptTokens,
+        completion_tokens: e.completionTokens,
+        total_tokens: e.promptTokens + e.completionTokens,
+        prompt_tokens_details: { cached_tokens: e.cachedTokens },
+      };
+      // llama.cpp's `timings` (the chat page shows tokens/s from them).
+      this.timings = {
+        prompt_n: e.promptTokens - e.cachedTokens,
+        prompt_ms: e.timings.prefillMs,
+        predicted_n: e.completionTokens,
+        predicted_ms: e.timings.decodeMs,
+        predicted_per_second: e.timings.decodeMs > 0
+          ? e.completionTokens / (e.timings.decodeMs / 1000)
+          : 0,
+        queue_ms: e.timings.queueMs,
+      };
+    }
+  }
+
+  #logprobs(items: { token: number; text: string; logprob: number; top?: TokenLogprob[] }[]) {
+    if (!this.request.logprobs) return null;
+    const bytes = (s: string) => [...encoder.encode(s)];
+    if (this.kind === "chat") {
+      return {
+        content: items.map((t) => ({
+          token: t.text,
+          logprob: t.logprob,
+          bytes: bytes(t.text),
+          top_logprobs: (t.top ?? []).map((a) => ({
+            token: a.text,
+            logprob: a.logprob,
+            bytes: bytes(a.text),
+          })),
+        })),
+      };
+    }
+    return {
+      tokens: items.map((t) => t.text),
+      token_logprobs: items.map((t) => t.logprob),
+      top_logprobs: items.map((t) =>
+        Object.fromEntries((t.top ?? []).map((a) => [a.text, a.logprob]))
+      ),
+      text_offset: [] as number[],
+    };
+  }
+
+  #choice(text: string, finish: string | null, logprobs: unknown, first: boolean) {
+    if (this.kind === "chat") {
+      const delta: Record<string, string> = {};
+      if (first) delta.role = "assistant";
+      if (text !== "" || first) delta.content = text;
+      return { index: 0, delta, logprobs, finish_reason: finish };
+    }
+    return { index: 0, text, logprobs, finish_reason: finish };
+  }
+
+  #chunk(choices: unknown[], extra: Record<string, unknown> = {}) {
+    return {
+      id: this.id,
+      object: this.kind === "chat" ? "chat.completion.chunk" : "text_completion",
+      created: this.created,
+      model: this.model,
+      system_fingerprint: "dotllm",
+      choices,
+      ...(this.request.includeUsage ? { usage: null } : {}),
+      ...extra,
+    };
+  }
+
+  /** The SSE chunks for one event. */
+  chunks(e: SequenceEvent): unknown[] {
+    this.add(e);
+    const out: unknown[] = [];
+    if (this.kind === "chat" && !this.#sentRole) {
+      this.#sentRole = true;
+      out.push(this.#chunk([this.#choice("", null, null, true)]));
+    }
+    if (e.type === "token") {
+      if (e.text !== "" || this.request.logprobs) {
+        out.push(this.#chunk([this.#choice(e.text, null, this.#logprobs([e]), false)]));
+      }
+    } else if (e.type === "text") {
+      out.push(this.#chunk([this.#choice(e.text, null, null, false)]));
+    } else if (e.type === "done") {
+      out.push(this.#chunk([this.#choice("", this.finishReason, null, false)], {
+        timings: this.timings,
+      }));
+      if (this.request.includeUsage) out.push(this.#chunk([], { usage: this.usage }));
+    }
+    return out;
+  }
+
+  /** The non-streamed response. */
+  whole(): unknown {
+    const logprobs = this.#logprobs(this.tokens);
+    const choice = this.kind === "chat"
+      ? {
+        index: 0,
+        message: { role: "assistant", content: this.text },
+        logprobs,
+        finish_reason: this.finishReason,
+      }
+      : { index: 0, text: this.text, logprobs, finish_reason: this.finishReason };
+    return {
+      id: this.id,
+      object: this.kind === "chat" ? "chat.completion" : "text_completion",
+      created: this.created,
+      model: this.model,
+      system_fingerprint: "dotllm",
+      choices: [choice],
+      usage: this.usage,
+      timings: this.timings,
+    };
+  }
+}
+
+export type { GenerateInput };

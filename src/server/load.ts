@@ -1,0 +1,86 @@
+/**
+ * Loads a GGUF file into a {@linkcode LocalBackend}: the batched engine, the
+ * tokenizer and the chat template.
+ *
+ * @module
+ */
+import { basename } from "node:path";
+import { prepareLibrary } from "../native/locate.ts";
+import { Tokenizer } from "../tokenizer/mod.ts";
+import { ContextEngine } from "./context_engine.ts";
+import { LocalBackend } from "./backend.ts";
+import type { ChatRenderer } from "./chat_prompt.ts";
+import type { ChatTemplateInfo } from "./backend.ts";
+
+/** How to load the model for serving. */
+export interface LoadOptions {
+  /** Slots (`--parallel`). */
+  slots: number;
+  /** Positions per slot (`-c`); 0 = min(model context, 4096). */
+  contextSize: number;
+  /** Kernel threads (`-t`); 0 = every CPU. */
+  threads: number;
+  /** Most tokens per scheduler step; default 256. */
+  stepTokens?: number;
+}
+
+/**
+ * Loads `path` for serving; throws the loader's error for a bad file.
+ * `makeRenderer` builds the chat renderer (the model Worker passes none: its
+ * HTTP thread renders chats, so the Worker never loads the template engine).
+ */
+export async function loadBackend(
+  path: string,
+  options: LoadOptions,
+  makeRenderer?: (chat: ChatTemplateInfo) => ChatRenderer,
+): Promise<LocalBackend> {
+  await prepareLibrary();
+  const engine = ContextEngine.load(path, {
+    slots: options.slots,
+    contextSize: options.contextSize,
+    threads: options.threads,
+    batchSize: Math.max(options.stepTokens ?? 256, options.slots),
+  });
+  try {
+    const tokenizer = Tokenizer.fromGguf(engine.gguf);
+    const source = engine.gguf.metadata.get("tokenizer.chat_template");
+    const text = (id: number) => (id >= 0 ? tokenizer.tokenToPiece(id, true) : "");
+    const chat: ChatTemplateInfo = {
+      source: typeof source === "string" && source !== "" ? source : undefined,
+      bosToken: text(tokenizer.bos),
+      eosToken: text(tokenizer.eos),
+      addBos: tokenizer.addBos,
+      addEos: tokenizer.vocab.addEos,
+    };
+    const render: ChatRenderer = makeRenderer?.(chat) ?? (() => {
+      throw new Error("chat prompts are rendered on the HTTP thread");
+    });
+    const backendTokenizer = {
+      encode: (s: string, o: { addSpecial: boolean; parseSpecial: boolean }) =>
+        tokenizer.encode(s, o),
+      decode: (ids: ArrayLike<number>) => tokenizer.decode(ids),
+      createDecoder: () => tokenizer.createDecoder(),
+      isEog: (id: number) => tokenizer.isEog(id),
+      tokenToPiece: (id: number) => tokenizer.tokenToPiece(id, false),
+      vocabSize: tokenizer.vocabSize,
+    };
+    return new LocalBackend(
+      {
+        id: basename(path),
+        created: Math.floor(Date.now() / 1000),
+        contextSize: engine.contextSize,
+        slotCount: engine.slotCount,
+        vocabSize: engine.vocabSize,
+        kvCacheBytes: engine.kvCacheBytes,
+        chat,
+      },
+      engine,
+      backendTokenizer,
+      render,
+      { stepTokens: options.stepTokens },
+    );
+  } catch (error) {
+    engine.close();
+    throw error;
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * The model Worker: owns the engine and the scheduler, so the forward pass
+ * never blocks the HTTP event loop. Talks to `WorkerBackend` in messages:
+ * `{ op, id, ... }` in, `{ id, event | result | error }` out.
+ *
+ * @module
+ */
+import type { LocalBackend } from "./backend.ts";
+import { loadBackend } from "./load.ts";
+
+/** A request to the worker. */
+export type WorkerRequest =
+  | { op: "load"; path: string; options: import("./load.ts").LoadOptions }
+  | { op: "generate"; id: number; input: import("./backend.ts").GenerateInput }
+  | { op: "cancel"; id: number }
+  | { op: "tokenize"; id: number; text: string; addSpecial: boolean; parseSpecial: boolean }
+  | { op: "detokenize"; id: number; tokens: number[] }
+  | { op: "stats"; id: number }
+  | { op: "close"; id: number };
+
+// deno-lint-ignore no-explicit-any
+const scope = self as any;
+let backend: LocalBackend | undefined;
+const cancels = new Map<number, () => void>();
+
+function reply(id: number, promise: Promise<unknown>): void {
+  promise.then(
+    (result) => scope.postMessage({ id, result }),
+    (error) => scope.postMessage({ id, error: (error as Error)?.message ?? String(error) }),
+  );
+}
+
+scope.onmessage = async (e: MessageEvent<WorkerRequest>) => {
+  const m = e.data;
+  if (m.op === "load") {
+    try {
+      backend = await loadBackend(m.path, m.options);
+      scope.postMessage({ op: "ready", info: backend.info });
+    } catch (error) {
+      scope.postMessage({ op: "loadError", message: (error as Error)?.message ?? String(error) });
+    }
+    return;
+  }
+  const b = backend!;
+  switch (m.op) {
+    case "generate": {
+      const cancel = b.generate(m.input, (event) => {
+        if (event.type === "done" || event.type === "error") cancels.delete(m.id);
+        scope.postMessage({ id: m.id, event });
+      });
+      cancels.set(m.id, cancel);
+      return;
+    }
+    case "cancel":
+      cancels.get(m.id)?.();
+      cancels.delete(m.id);
+      return;
+    case "tokenize":
+      return reply(m.id, b.tokenize(m.text, m.addSpecial, m.parseSpecial));
+    case "detokenize":
+      return reply(m.id, b.detokenize(m.tokens));
+    case "stats":
+      return reply(m.id, b.stats());
+    case "close":
+      return reply(m.id, b.close());
+  }
+};

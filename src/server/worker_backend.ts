@@ -1,0 +1,133 @@
+/**
+ * A {@linkcode Backend} whose model runs in a Worker (`worker.ts`): the HTTP
+ * event loop only parses, routes and streams, so `/health` answers at once
+ * while the model computes.
+ *
+ * @module
+ */
+import type { Backend, GenerateInput, ModelInfo } from "./backend.ts";
+import { type ChatMessage, type ChatRenderer, chatRenderer } from "./chat_prompt.ts";
+import type { LoadOptions } from "./load.ts";
+import type { SchedulerStats, SequenceEvent } from "./scheduler.ts";
+import type { WorkerRequest } from "./worker.ts";
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+}
+
+/** The model in a Worker. */
+export class WorkerBackend implements Backend {
+  readonly info: ModelInfo;
+  readonly #worker: Worker;
+  readonly #render: ChatRenderer;
+  readonly #calls = new Map<number, Pending>();
+  readonly #streams = new Map<number, (event: SequenceEvent) => void>();
+  #nextId = 1;
+
+  private constructor(worker: Worker, info: ModelInfo) {
+    this.#worker = worker;
+    this.info = info;
+    this.#render = chatRenderer(info.chat);
+    worker.onmessage = (e: MessageEvent) => {
+      const m = e.data;
+      const stream = this.#streams.get(m.id);
+      if (m.event !== undefined) {
+        if (stream === undefined) return;
+        if (m.event.type === "done" || m.event.type === "error") this.#streams.delete(m.id);
+        stream(m.event);
+        return;
+      }
+      const call = this.#calls.get(m.id);
+      if (call === undefined) return;
+      this.#calls.delete(m.id);
+      if (m.error !== undefined) call.reject(new Error(m.error));
+      else call.resolve(m.result);
+    };
+  }
+
+  /** Starts the worker and loads `path` in it; rejects with the loader's message. */
+  static start(path: string, options: LoadOptions): Promise<WorkerBackend> {
+    // In a `bun build --compile` executable every module shares the bundle's URL and the
+    // worker is the extra entry point `src/server/worker.ts` (scripts/compile.ts).
+    const url = import.meta.url.includes("$bunfs")
+      ? "./src/server/worker.ts"
+      : new URL("./worker.ts", import.meta.url);
+    const worker = new Worker(url, { type: "module" });
+    return new Promise((resolve, reject) => {
+      worker.onerror = (e: ErrorEvent) => {
+        e.preventDefault?.();
+        worker.terminate();
+        reject(new Error(e.message ?? "the model worker failed"));
+      };
+      worker.onmessage = (e: MessageEvent) => {
+        if (e.data.op === "ready") resolve(new WorkerBackend(worker, e.data.info));
+        else if (e.data.op === "loadError") {
+          worker.terminate();
+          reject(new Error(e.data.message));
+        }
+      };
+      worker.postMessage({ op: "load", path, options } satisfies WorkerRequest);
+    });
+  }
+
+  #call<T>(request: Record<string, unknown> & { op: string }): Promise<T> {
+    const id = this.#nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.#calls.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.#worker.postMessage({ ...request, id });
+    });
+  }
+
+  generate(input: GenerateInput, onEvent: (event: SequenceEvent) => void): () => void {
+    if ("messages" in input.prompt) {
+      // Rendered here: the Worker only tokenizes and computes.
+      try {
+        input = { ...input, prompt: { text: this.#render(input.prompt.messages, true) } };
+      } catch (error) {
+        onEvent({
+          type: "error",
+          status: 400,
+          message: `chat template: ${(error as Error).message}`,
+        });
+        return () => {};
+      }
+    }
+    const id = this.#nextId++;
+    this.#streams.set(id, onEvent);
+    this.#worker.postMessage({ op: "generate", id, input } satisfies WorkerRequest);
+    return () => {
+      if (!this.#streams.delete(id)) return;
+      this.#worker.postMessage({ op: "cancel", id } satisfies WorkerRequest);
+    };
+  }
+
+  tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Promise<number[]> {
+    return this.#call({ op: "tokenize", text, addSpecial, parseSpecial });
+  }
+
+  detokenize(tokens: number[]): Promise<string> {
+    return this.#call({ op: "detokenize", tokens });
+  }
+
+  applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {
+    try {
+      return Promise.resolve(this.#render(messages, addGenerationPrompt));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  stats(): Promise<SchedulerStats> {
+    return this.#call({ op: "stats" });
+  }
+
+  /** Frees the model in the worker, then ends the worker. */
+  async close(): Promise<void> {
+    try {
+      await this.#call({ op: "close" });
+    } finally {
+      this.#worker.terminate();
+    }
+  }
+}
