@@ -8,6 +8,7 @@ export {
   minP,
   resolveSamplerParams,
   Sampler,
+  SamplerWorkspace,
   softmax,
   temperature,
   topK,

@@ -336,8 +336,26 @@ export function argmax(logits: Float32Array): number {
 }
 
 /**
+ * The working buffers of sampling for one vocabulary (~20 bytes per token). Samplers
+ * on one thread may share one: `sample` leaves nothing in it between calls. A server
+ * makes one at start-up instead of allocating a megabyte per request.
+ */
+export class SamplerWorkspace {
+  readonly candidates: Candidates;
+  readonly counts: Int32Array;
+  constructor(readonly vocabSize: number) {
+    if (!Number.isInteger(vocabSize) || vocabSize <= 0) {
+      throw new RangeError(`Vocabulary size must be a positive integer, got ${vocabSize}`);
+    }
+    this.candidates = new Candidates(vocabSize);
+    this.counts = new Int32Array(vocabSize);
+  }
+}
+
+/**
  * A sampler for one vocabulary: the parameters, a seeded generator, the
- * recent-token window for penalties, and every working buffer.
+ * recent-token window for penalties, and its working buffers (its own, or a
+ * shared {@linkcode SamplerWorkspace}).
  */
 export class Sampler {
   /** The resolved parameters. */
@@ -351,14 +369,25 @@ export class Sampler {
   #recentCount = 0;
   #recentNext = 0;
 
-  constructor(vocabSize: number, params: Partial<SamplerParams>, seed: number) {
+  constructor(
+    vocabSize: number,
+    params: Partial<SamplerParams>,
+    seed: number,
+    workspace?: SamplerWorkspace,
+  ) {
     if (!Number.isInteger(vocabSize) || vocabSize <= 0) {
       throw new RangeError(`Vocabulary size must be a positive integer, got ${vocabSize}`);
     }
+    if (workspace !== undefined && workspace.vocabSize !== vocabSize) {
+      throw new RangeError(
+        `a workspace for ${workspace.vocabSize} tokens cannot sample ${vocabSize}`,
+      );
+    }
     this.params = Object.freeze(resolveSamplerParams(params));
     this.rng = new Rng(seed);
-    this.#candidates = new Candidates(vocabSize);
-    this.#counts = new Int32Array(vocabSize);
+    const w = workspace ?? new SamplerWorkspace(vocabSize);
+    this.#candidates = w.candidates;
+    this.#counts = w.counts;
     this.#recent = new Int32Array(this.params.repeatLastN);
   }
 

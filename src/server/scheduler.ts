@@ -22,7 +22,7 @@
  * @module
  */
 import { StopMatcher } from "../generation/stop.ts";
-import { Sampler, type SamplerParams } from "../sampler/mod.ts";
+import { Sampler, type SamplerParams, SamplerWorkspace } from "../sampler/mod.ts";
 import { type Engine, EngineBatch } from "./engine.ts";
 
 /** What the scheduler needs from a tokenizer. */
@@ -178,6 +178,8 @@ function topIds(logits: Float32Array, k: number): number[] {
 /** Schedules sequences onto an engine's slots. */
 export class Scheduler {
   readonly engine: Engine;
+  /** Sampling buffers shared by every request (sampling runs on this thread, one call at a time). */
+  readonly #samplerWorkspace: SamplerWorkspace;
   readonly #tokenizer: SchedulerTokenizer;
   readonly #slots: Slot[];
   readonly #queue: Sequence[] = [];
@@ -200,6 +202,7 @@ export class Scheduler {
 
   constructor(engine: Engine, tokenizer: SchedulerTokenizer, options: SchedulerOptions = {}) {
     this.engine = engine;
+    this.#samplerWorkspace = new SamplerWorkspace(engine.vocabSize);
     this.#tokenizer = tokenizer;
     this.#stepTokens = Math.min(engine.batchSize, options.stepTokens ?? 256);
     if (!Number.isInteger(this.#stepTokens) || this.#stepTokens < engine.slotCount) {
@@ -250,7 +253,12 @@ export class Scheduler {
     let sampler: Sampler;
     let stops: StopMatcher;
     try {
-      sampler = new Sampler(this.engine.vocabSize, params.sampling ?? {}, params.seed ?? 0);
+      sampler = new Sampler(
+        this.engine.vocabSize,
+        params.sampling ?? {},
+        params.seed ?? 0,
+        this.#samplerWorkspace,
+      );
       stops = new StopMatcher(params.stop ?? [], (text) => (seq.text += text));
     } catch (error) {
       emit({ type: "error", status: 400, message: (error as Error).message });
