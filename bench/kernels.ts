@@ -114,6 +114,8 @@ for (
     [number, string, number]
   >
 ) {
+  const lastPosition = native.alloc(64), slotZero = native.alloc(64);
+  new Int32Array(lastPosition.buffer)[0] = seq - 1;
   const kc = native.alloc(seq * kvHeads * headDim * size);
   const vc = native.alloc(seq * kvHeads * headDim * size);
   const kv = random(seq * kvHeads * headDim, 4);
@@ -137,11 +139,14 @@ for (
           kc.address,
           vc.address,
           1,
-          seq - 1,
+          lastPosition.address,
+          slotZero.address,
           heads,
           kvHeads,
           headDim,
           1 / 8,
+          seq,
+          0,
         ),
     });
   }

@@ -24,7 +24,7 @@ export class ReferenceKernels implements ModelKernels {
   }
 
   /** Row `r` of a `rows × cols` weight of ggml type `type`, as floats. */
-  #row(type: number, weight: number, r: number, cols: number): Float32Array {
+  #weightRow(type: number, weight: number, r: number, cols: number): Float32Array {
     const out = new Float32Array(cols);
     if (type === 0) return this.#f32(weight + r * cols * 4, cols);
     if (type === 1 || type === 30) {
@@ -61,7 +61,7 @@ export class ReferenceKernels implements ModelKernels {
     const o = this.#f32(out, rows * tokens);
     const xs = this.#f32(x, cols * tokens);
     for (let r = 0; r < rows; r++) {
-      const w = this.#row(type, weight, r, cols);
+      const w = this.#weightRow(type, weight, r, cols);
       for (let t = 0; t < tokens; t++) {
         let sum = 0;
         for (let c = 0; c < cols; c++) sum += w[c] * xs[t * cols + c];
@@ -82,48 +82,64 @@ export class ReferenceKernels implements ModelKernels {
     }
   }
 
+  #i32(address: number, n: number): Int32Array {
+    return new Int32Array(this.#native.view(address, n * 4));
+  }
+
   rope(
     x: number,
     tokens: number,
     heads: number,
     headDim: number,
     ropeDims: number,
-    posStart: number,
+    positions: number,
     freqBase: number,
     freqFactors: number,
     neox: boolean,
   ) {
-    if (neox) throw new Error("reference rope: neox not implemented");
     const xs = this.#f32(x, tokens * heads * headDim);
+    const pos = this.#i32(positions, tokens);
     const factors = freqFactors ? this.#f32(freqFactors, ropeDims / 2) : undefined;
+    const half = ropeDims / 2;
     for (let t = 0; t < tokens; t++) {
-      const p = posStart + t;
+      const p = pos[t];
       for (let h = 0; h < heads; h++) {
         const base = (t * heads + h) * headDim;
-        for (let i = 0; i < ropeDims / 2; i++) {
+        for (let i = 0; i < half; i++) {
           const theta = p * freqBase ** (-2 * i / ropeDims) / (factors ? factors[i] : 1);
           const cos = Math.cos(theta), sin = Math.sin(theta);
-          const a = xs[base + 2 * i], b = xs[base + 2 * i + 1];
-          xs[base + 2 * i] = a * cos - b * sin;
-          xs[base + 2 * i + 1] = a * sin + b * cos;
+          // Normal (llama) rotates (x[2i], x[2i+1]); NeoX rotates (x[i], x[i + half]).
+          const ia = base + (neox ? i : 2 * i), ib = base + (neox ? i + half : 2 * i + 1);
+          const a = xs[ia], b = xs[ib];
+          xs[ia] = a * cos - b * sin;
+          xs[ib] = a * sin + b * cos;
         }
       }
     }
+  }
+
+  /** The cache row of token `t`: `slots[t]·slotRows + positions[t] % slotRows`. */
+  #row(pos: Int32Array, slots: Int32Array, t: number, slotRows: number, p = pos[t]): number {
+    return slots[t] * slotRows + p % slotRows;
   }
 
   storeKv(
     cacheType: number,
     cache: number,
     src: number,
-    pos: number,
+    positions: number,
+    slots: number,
     tokens: number,
     kvDim: number,
+    slotRows: number,
   ) {
     const s = this.#f32(src, tokens * kvDim);
-    if (cacheType === 0) {
-      this.#f32(cache + pos * kvDim * 4, tokens * kvDim).set(s);
-    } else {
-      new Float16Array(this.#native.view(cache + pos * kvDim * 2, tokens * kvDim * 2)).set(s);
+    const pos = this.#i32(positions, tokens), sl = this.#i32(slots, tokens);
+    for (let t = 0; t < tokens; t++) {
+      const r = this.#row(pos, sl, t, slotRows);
+      const values = s.subarray(t * kvDim, (t + 1) * kvDim);
+      if (cacheType === 0) this.#f32(cache + r * kvDim * 4, kvDim).set(values);
+      else new Float16Array(this.#native.view(cache + r * kvDim * 2, kvDim * 2)).set(values);
     }
   }
 
@@ -134,24 +150,34 @@ export class ReferenceKernels implements ModelKernels {
     kCache: number,
     vCache: number,
     tokens: number,
-    posStart: number,
+    positions: number,
+    slots: number,
     heads: number,
     kvHeads: number,
     headDim: number,
     scale: number,
+    slotRows: number,
+    window: number,
   ) {
     const kvDim = kvHeads * headDim;
-    const n = posStart + tokens;
-    const view = (a: number) =>
+    const pos = this.#i32(positions, tokens), sl = this.#i32(slots, tokens);
+    const rowOf = (a: number, r: number) =>
       cacheType === 0
-        ? this.#f32(a, n * kvDim)
-        : new Float16Array(this.#native.view(a, n * kvDim * 2));
-    const K = view(kCache), V = view(vCache);
+        ? this.#f32(a + r * kvDim * 4, kvDim)
+        : new Float16Array(this.#native.view(a + r * kvDim * 2, kvDim * 2));
     const qs = this.#f32(q, tokens * heads * headDim);
     const o = this.#f32(out, tokens * heads * headDim);
     const group = heads / kvHeads;
     for (let t = 0; t < tokens; t++) {
-      const seen = posStart + t + 1;
+      const last = pos[t];
+      const first = window > 0 ? Math.max(0, last - window + 1) : 0;
+      const seen = last - first + 1;
+      const K: ArrayLike<number>[] = [], V: ArrayLike<number>[] = [];
+      for (let p = first; p <= last; p++) {
+        const r = this.#row(pos, sl, t, slotRows, p);
+        K.push(rowOf(kCache, r));
+        V.push(rowOf(vCache, r));
+      }
       for (let h = 0; h < heads; h++) {
         const kh = Math.floor(h / group);
         const qo = (t * heads + h) * headDim;
@@ -159,7 +185,7 @@ export class ReferenceKernels implements ModelKernels {
         let max = -Infinity;
         for (let j = 0; j < seen; j++) {
           let dot = 0;
-          for (let d = 0; d < headDim; d++) dot += qs[qo + d] * K[j * kvDim + kh * headDim + d];
+          for (let d = 0; d < headDim; d++) dot += qs[qo + d] * K[j][kh * headDim + d];
           scores[j] = dot * scale;
           max = Math.max(max, scores[j]);
         }
@@ -167,7 +193,7 @@ export class ReferenceKernels implements ModelKernels {
         for (let j = 0; j < seen; j++) sum += scores[j] = Math.exp(scores[j] - max);
         for (let d = 0; d < headDim; d++) {
           let acc = 0;
-          for (let j = 0; j < seen; j++) acc += scores[j] * V[j * kvDim + kh * headDim + d];
+          for (let j = 0; j < seen; j++) acc += scores[j] * V[j][kh * headDim + d];
           o[qo + d] = acc / sum;
         }
       }
@@ -197,7 +223,7 @@ export class ReferenceKernels implements ModelKernels {
     const idv = new Int32Array(this.#native.view(ids, count * 4));
     for (let i = 0; i < count; i++) {
       if (idv[i] < 0 || idv[i] >= rowCount) throw new RangeError(`row ${idv[i]}`);
-      o.set(this.#row(type, table, idv[i], rowLength), i * rowLength);
+      o.set(this.#weightRow(type, table, idv[i], rowLength), i * rowLength);
     }
   }
 

@@ -141,6 +141,7 @@ Deno.test("rope (normal and NeoX, partial dims, frequency factors) matches the r
       c.neox,
     );
     using fb = upload(native, factors ?? new Float32Array(0));
+    using pb = upload(native, Int32Array.from({ length: c.tokens }, (_, t) => c.posStart + t));
     acrossThreads(`rope ${JSON.stringify(c)}`, c.threads, (k) => {
       using xb = upload(native, x);
       k.rope(
@@ -149,7 +150,7 @@ Deno.test("rope (normal and NeoX, partial dims, frequency factors) matches the r
         c.heads,
         c.headDim,
         c.ropeDims,
-        c.posStart,
+        pb.address,
         10000,
         factors ? fb.address : 0,
         c.neox,
@@ -258,19 +259,22 @@ Deno.test("storeKv writes F32 and F16 rows at a position", () => {
   const kvDim = 24;
   const src = randomF32(3 * kvDim, 8, 5);
   using sb = upload(native, src);
+  using pos = upload(native, Int32Array.of(4, 5, 6));
+  using slots = upload(native, Int32Array.of(0, 0, 0));
   using c32 = native.alloc(10 * kvDim * 4);
-  k.storeKv(WeightType.F32, c32.address, sb.address, 4, 3, kvDim);
+  k.storeKv(WeightType.F32, c32.address, sb.address, pos.address, slots.address, 3, kvDim, 10);
   assert.deepEqual(c32.f32().subarray(4 * kvDim, 7 * kvDim), src);
   assert.equal(c32.f32()[4 * kvDim - 1], 0);
   assert.equal(c32.f32()[7 * kvDim], 0);
   using c16 = native.alloc(10 * kvDim * 2);
-  k.storeKv(WeightType.F16, c16.address, sb.address, 4, 3, kvDim);
+  k.storeKv(WeightType.F16, c16.address, sb.address, pos.address, slots.address, 3, kvDim, 10);
   assert.deepEqual(
     new Float16Array(c16.buffer).subarray(4 * kvDim, 7 * kvDim),
     Float16Array.from(src),
   );
   assert.throws(
-    () => k.storeKv(WeightType.Q8_0, c16.address, sb.address, 0, 1, kvDim),
+    () =>
+      k.storeKv(WeightType.Q8_0, c16.address, sb.address, pos.address, slots.address, 1, kvDim, 10),
     /Unsupported/,
   );
 });
@@ -327,6 +331,8 @@ Deno.test("attention (decode, prefill, GQA/MQA, F32/F16 cache) matches the refer
     const kf = randomF32(ctx * kvDim, ctx, 2);
     const vf = randomF32(ctx * kvDim, ctx + 1, 2);
     using qb = upload(native, q);
+    using pb = upload(native, Int32Array.from({ length: c.tokens }, (_, t) => c.posStart + t));
+    using sb = upload(native, new Int32Array(c.tokens));
     for (const type of [WeightType.F32, WeightType.F16]) {
       const kc = type === WeightType.F32 ? kf : Float16Array.from(kf);
       const vc = type === WeightType.F32 ? vf : Float16Array.from(vf);
@@ -353,17 +359,25 @@ Deno.test("attention (decode, prefill, GQA/MQA, F32/F16 cache) matches the refer
           kb.address,
           vb.address,
           c.tokens,
-          c.posStart,
+          pb.address,
+          sb.address,
           c.heads,
           c.kvHeads,
           c.headDim,
           scale,
+          ctx,
+          0,
         );
         return out.f32().slice(0, q.length);
       }, (out) => assertClose(out, want, 1, 2e-5, "attention"));
     }
   }
   using k = new Kernels(native, 1);
-  assert.throws(() => k.attention(0, 64, 64, 64, 64, 1, 0, 6, 4, 64, 0.1), /multiple of kvHeads/);
-  assert.throws(() => k.attention(0, 64, 64, 64, 64, 1, 0, 4, 4, 1024, 0.1), /headDim/);
+  using zeros = upload(native, new Int32Array(1));
+  const z = zeros.address;
+  assert.throws(
+    () => k.attention(0, 64, 64, 64, 64, 1, z, z, 6, 4, 64, 0.1, 1, 0),
+    /multiple of kvHeads/,
+  );
+  assert.throws(() => k.attention(0, 64, 64, 64, 64, 1, z, z, 4, 4, 1024, 0.1, 1, 0), /headDim/);
 });

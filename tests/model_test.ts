@@ -31,6 +31,7 @@ Deno.test("config: stories260K's llama.* keys", () => {
     ropeFreqBase: 10000,
     rmsEpsilon: Math.fround(1e-5),
     vocabSize: 512,
+    slidingWindow: 0,
   });
 });
 

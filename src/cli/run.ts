@@ -10,12 +10,13 @@ import { isatty } from "node:tty";
 import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
-import { generate, type GenerationResult } from "../generation/mod.ts";
-import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
-import { DEFAULT_SAMPLER_PARAMS, randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
+import type { GenerationResult } from "../generation/mod.ts";
+import { Llm } from "../llm/mod.ts";
+import { type CacheType, type LlamaModel, ModelError } from "../model/mod.ts";
+import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampler/mod.ts";
+import { TokenizerError } from "../tokenizer/vocab.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
-import { Tokenizer } from "../tokenizer/mod.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
 
@@ -161,16 +162,18 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
   return args;
 }
 
-function loadModel(args: RunArgs): LlamaModel {
+async function loadModel(args: RunArgs): Promise<Llm> {
   try {
-    return LlamaModel.load(args.model, {
+    return await Llm.load(args.model, {
       contextSize: args.contextSize,
       batchSize: args.batchSize,
       cacheType: args.cacheType,
       threads: args.threads,
     });
   } catch (error) {
-    if (error instanceof GgufError || error instanceof ModelError) {
+    if (
+      error instanceof GgufError || error instanceof ModelError || error instanceof TokenizerError
+    ) {
       throw new Error(`"${args.model}": ${error.message}`);
     }
     throw error;
@@ -263,35 +266,33 @@ function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
   const args = parseRunArgs(values, positionals); // reads the prompt (maybe stdin)
   const start = performance.now();
-  const model = loadModel(args);
+  const llm = await loadModel(args);
   try {
+    const model = llm.model;
     warmUp(model.gguf.bytes, args.model);
-    let tokenizer: Tokenizer;
-    try {
-      tokenizer = Tokenizer.fromGguf(model.gguf);
-    } catch (error) {
-      throw new Error(`"${args.model}": ${error instanceof Error ? error.message : error}`);
-    }
     if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
-    const sampler = new Sampler(model.config.vocabSize, args.sampling, args.seed);
     const loadMs = performance.now() - start;
 
-    let interrupted = false;
-    const onInterrupt = () => {
-      interrupted = true;
-    };
+    const interrupt = new AbortController();
+    const onInterrupt = () => interrupt.abort();
     process.on("SIGINT", onInterrupt);
     let result: GenerationResult;
     try {
       if (args.echo && !args.json) writeStdout(args.prompt);
-      result = await generate(model, tokenizer, sampler, {
-        prompt: args.prompt,
+      result = await llm.complete(args.prompt, {
+        ...args.sampling,
+        seed: args.seed,
         maxTokens: args.nPredict,
         stop: args.stop,
         onText: args.json ? undefined : writeStdout,
         collectText: args.json,
-        shouldStop: () => interrupted,
+        signal: interrupt.signal,
       });
+    } catch (error) {
+      if (error instanceof RangeError && /longer than the context/.test(error.message)) {
+        throw new Error(`${error.message} (raise -c/--ctx-size)`);
+      }
+      throw error;
     } finally {
       process.off("SIGINT", onInterrupt);
     }
@@ -310,7 +311,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
     }
     return result.finishReason === "interrupted" ? 130 : 0;
   } finally {
-    model.close();
+    llm.close();
   }
 }
 

@@ -1,11 +1,13 @@
 /**
- * The generation loop: prompt → tokens → batched prefill → sample → decode,
- * one token at a time, until an end-of-generation token, the token limit, the
- * end of the context, a stop string, or an interrupt. Text is streamed
- * through the tokenizer's UTF-8-safe incremental decoder.
+ * The generation loop of one sequence on one slot of a `Context`: prompt →
+ * tokens → batched prefill of the tokens past the longest common prefix with
+ * the slot's history → sample → decode, one token at a time, until an
+ * end-of-generation token, the token limit, the end of the context, a stop
+ * string, or an interrupt. Per-sequence state (sampler, stop strings,
+ * streaming UTF-8 decoder) is a {@linkcode Sequence}.
  *
  * The decode loop allocates no arrays: the generated ids go into a buffer
- * sized for the whole context, the model and sampler reuse their buffers.
+ * sized for the whole context, the context and sampler reuse their buffers.
  *
  * @example
  * ```ts
@@ -24,29 +26,42 @@
  *   onText: (text) => console.log(text),
  * });
  * console.log(result.finishReason, result.timings);
+ * // Continuing: only the tokens past the common prefix are prefilled.
+ * const more = await generate(model, tokenizer, sampler, {
+ *   prompt: [...result.promptTokens, ...result.tokens],
+ *   maxTokens: 16,
+ * });
+ * console.log(more.timings.reusedTokens, more.timings.prefillTokens);
  * model.close();
  * ```
  *
  * @module
  */
-import type { LlamaModel } from "../model/model.ts";
+import { Batch } from "../model/batch.ts";
+import type { Context } from "../model/context.ts";
 import type { Sampler } from "../sampler/sampler.ts";
-import { StopMatcher } from "./stop.ts";
+import {
+  type FinishReason,
+  Sequence,
+  type SequenceTokenizer,
+  type TokenEvent,
+} from "./sequence.ts";
+
+export type { FinishReason } from "./sequence.ts";
+
+/** Where a sequence runs: a context and one of its slots (default 0); a `LlamaModel` is one. */
+export interface GenerationTarget {
+  readonly context: Context;
+  readonly slot?: number;
+}
 
 /** What the loop needs from a tokenizer. */
-export interface GenerationTokenizer {
+export interface GenerationTokenizer extends SequenceTokenizer {
   /** Token ids of `text`, with BOS as the model says when `addSpecial`. */
   encode(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): ArrayLike<number>;
-  /** A streaming decoder: `push` returns the complete UTF-8 text so far, `flush` the rest. */
-  createDecoder(): { push(id: number): string; flush(): string };
-  /** True for end-of-generation tokens (EOS, EOT, `<|im_end|>`, ...). */
-  isEog(id: number): boolean;
   /** The BOS id; undefined or negative when the vocabulary has none. */
   readonly bos?: number;
 }
-
-/** Why generation ended. */
-export type FinishReason = "stop" | "length" | "context" | "interrupted";
 
 /** Options of one generation. */
 export interface GenerateOptions {
@@ -58,6 +73,8 @@ export interface GenerateOptions {
   stop?: readonly string[];
   /** Receives the generated text as it is produced. */
   onText?: (text: string) => void;
+  /** Receives each generated token (the event object is reused). */
+  onToken?: (event: TokenEvent) => void;
   /** Polled once per token; true ends generation with `"interrupted"`. */
   shouldStop?: () => boolean;
   /** Keep the whole text in the result (default true). */
@@ -67,7 +84,10 @@ export interface GenerateOptions {
 /** Timings in milliseconds. */
 export interface GenerationTimings {
   prefillMs: number;
+  /** Prompt tokens run (the ones past the prefix the slot already held). */
   prefillTokens: number;
+  /** Prompt tokens whose K/V the slot already held (not run again). */
+  reusedTokens: number;
   /** Forward passes of generated tokens. */
   decodeMs: number;
   decodeTokens: number;
@@ -95,12 +115,12 @@ function yieldToEventLoop(): Promise<void> {
 }
 
 /**
- * Tokenizes `prompt` for `model`: BOS added as the model says, special tokens
- * parsed (llama.cpp's defaults); an empty prompt becomes BOS alone.
+ * Tokenizes `prompt` for a context: BOS added as the model says, special
+ * tokens parsed (llama.cpp's defaults); an empty prompt becomes BOS alone.
  * Throws `RangeError` when the prompt does not fit the context.
  */
 export function promptTokens(
-  model: LlamaModel,
+  target: { readonly contextSize: number },
   tokenizer: GenerationTokenizer,
   prompt: string | ArrayLike<number>,
 ): Int32Array {
@@ -110,122 +130,117 @@ export function promptTokens(
   const bos = tokenizer.bos ?? -1;
   if (ids.length === 0 && bos >= 0) ids = Int32Array.of(bos);
   if (ids.length === 0) throw new RangeError("the prompt is empty and the model has no BOS token");
-  if (ids.length > model.contextSize) {
+  if (ids.length > target.contextSize) {
     throw new RangeError(
-      `the prompt is ${ids.length} tokens, longer than the context of ${model.contextSize} ` +
-        "(raise -c/--ctx-size)",
+      `the prompt is ${ids.length} tokens, longer than the context of ${target.contextSize}`,
     );
   }
   return ids;
 }
 
-/** Runs one generation on a fresh sequence (the KV cache is overwritten from position 0). */
+/** The batch of each context, made once (its capacity is the context's batch size). */
+const batches = new WeakMap<Context, Batch>();
+
+function batchOf(context: Context): Batch {
+  let batch = batches.get(context);
+  if (batch === undefined) batches.set(context, batch = new Batch(context.batchSize));
+  return batch;
+}
+
+/**
+ * Runs one generation on `target`'s slot. The slot keeps the longest common
+ * prefix of its history and the prompt (at most all but the prompt's last
+ * token, whose logits are needed); only the rest is prefilled. Afterwards the
+ * slot holds the prompt and every generated token but the last.
+ */
 export async function generate(
-  model: LlamaModel,
+  target: GenerationTarget,
   tokenizer: GenerationTokenizer,
   sampler: Sampler,
   options: GenerateOptions,
 ): Promise<GenerationResult> {
-  const maxTokens = options.maxTokens ?? -1;
-  if (!Number.isInteger(maxTokens) || maxTokens < -1) {
-    throw new RangeError(`maxTokens must be -1 or a non-negative integer, got ${maxTokens}`);
-  }
-  const prompt = promptTokens(model, tokenizer, options.prompt);
-  const collect = options.collectText ?? true;
-  let text = "";
-  const onText = options.onText;
-  const stops = new StopMatcher(options.stop ?? [], (piece) => {
-    if (collect) text += piece;
-    onText?.(piece);
+  const context = target.context;
+  const slot = target.slot ?? 0;
+  const cache = context.cache;
+  const prompt = promptTokens(context, tokenizer, options.prompt);
+  const sequence = new Sequence(tokenizer, {
+    sampler,
+    maxTokens: options.maxTokens,
+    capacity: context.contextSize - prompt.length + 1,
+    stop: options.stop,
+    onText: options.onText,
+    onToken: options.onToken,
+    collectText: options.collectText,
   });
-  const decoder = tokenizer.createDecoder();
   const shouldStop = options.shouldStop;
-  const capacity = model.contextSize - prompt.length + 1;
-  const generated = new Int32Array(maxTokens >= 0 ? Math.min(maxTokens, capacity) : capacity);
-  const one = new Int32Array(1);
   const timings: GenerationTimings = {
     prefillMs: 0,
     prefillTokens: 0,
+    reusedTokens: 0,
     decodeMs: 0,
     decodeTokens: 0,
     samplingMs: 0,
     sampledTokens: 0,
   };
+  sequence.begin(prompt);
 
-  sampler.reset();
-  for (let i = 0; i < prompt.length; i++) sampler.accept(prompt[i]);
-  // Prefill, one batch per call, so an interrupt is seen between batches.
+  // Prefill past the common prefix, one batch per call, so an interrupt is seen between batches.
+  const batch = batchOf(context);
+  const reused = Math.min(cache.commonPrefix(slot, prompt), prompt.length - 1);
+  cache.truncate(slot, reused);
+  timings.reusedTokens = reused;
   let t0 = performance.now();
-  let logits: Float32Array = new Float32Array(0);
-  let finishReason: FinishReason = "length";
   let lastYield = t0;
-  for (let start = 0; start < prompt.length; start += model.batchSize) {
-    if (shouldStop !== undefined && start > 0) {
+  for (let start = reused; start < prompt.length; start += batch.capacity) {
+    if (shouldStop !== undefined && start > reused) {
       await yieldToEventLoop();
       lastYield = performance.now();
-      if (shouldStop()) finishReason = "interrupted";
+      if (shouldStop()) {
+        sequence.end("interrupted");
+        break;
+      }
     }
-    if (finishReason === "interrupted") break;
-    const batch = prompt.subarray(start, start + model.batchSize);
-    logits = model.forward(batch, start);
-    timings.prefillTokens = start + batch.length;
+    const end = Math.min(prompt.length, start + batch.capacity);
+    batch.clear();
+    for (let i = start; i < end; i++) batch.add(prompt[i], i, slot, i === prompt.length - 1);
+    context.decode(batch);
+    timings.prefillTokens += end - start;
   }
   timings.prefillMs = performance.now() - t0;
 
-  let count = 0;
   let pos = prompt.length;
-  while (finishReason !== "interrupted") {
-    if (maxTokens >= 0 && count >= maxTokens) {
-      finishReason = "length";
-      break;
-    }
+  while (!sequence.finished) {
     if (shouldStop !== undefined) {
       if (performance.now() - lastYield >= YIELD_INTERVAL_MS) {
         await yieldToEventLoop();
         lastYield = performance.now();
       }
       if (shouldStop()) {
-        finishReason = "interrupted";
+        sequence.end("interrupted");
         break;
       }
     }
     t0 = performance.now();
-    const id = sampler.sample(logits);
+    const id = sequence.step(context.logits(0));
     timings.samplingMs += performance.now() - t0;
-    timings.sampledTokens++;
-    if (tokenizer.isEog(id)) {
-      finishReason = "stop";
+    if (id >= 0) timings.sampledTokens++;
+    if (sequence.finished) break;
+    if (pos >= context.contextSize) {
+      sequence.end("context");
       break;
     }
-    sampler.accept(id);
-    generated[count++] = id;
-    if (stops.push(decoder.push(id))) {
-      finishReason = "stop";
-      break;
-    }
-    if (maxTokens >= 0 && count >= maxTokens) {
-      finishReason = "length";
-      break;
-    }
-    if (pos >= model.contextSize) {
-      finishReason = "context";
-      break;
-    }
-    one[0] = id;
+    batch.clear();
+    batch.add(id, pos++, slot, true);
     t0 = performance.now();
-    logits = model.forward(one, pos++);
+    context.decode(batch);
     timings.decodeMs += performance.now() - t0;
     timings.decodeTokens++;
   }
-  if (!stops.stopped) {
-    stops.push(decoder.flush());
-    stops.flush();
-  }
   return {
-    text,
-    tokens: generated.subarray(0, count),
+    text: sequence.text,
+    tokens: sequence.tokens,
     promptTokens: prompt,
-    finishReason,
+    finishReason: sequence.finishReason!,
     timings,
   };
 }

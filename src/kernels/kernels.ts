@@ -243,7 +243,7 @@ export class Kernels {
    * `neox` false rotates (x[2i], x[2i+1]) (llama); true rotates (x[i], x[i + ropeDims/2]).
    * `freqFactors` is 0 or the address of ropeDims/2 f32.
    */
-  rope(
+  #ropeAt(
     x: number,
     tokens: number,
     heads: number,
@@ -308,7 +308,7 @@ export class Kernels {
    * Writes `tokens` rows of kvDim f32 from `src` into rows [pos, pos + tokens) of a
    * cache of `cacheType` (F32 or F16).
    */
-  storeKv(
+  #storeKvAt(
     cacheType: number,
     cache: number,
     src: number,
@@ -337,7 +337,7 @@ export class Kernels {
    * [ctx][kvHeads·headDim] of `cacheType` holding positions 0 .. posStart+tokens-1;
    * token t sees positions 0 ..= posStart + t. out [tokens][heads·headDim] f32.
    */
-  attention(
+  #attentionAt(
     cacheType: number,
     out: number,
     q: number,
@@ -405,6 +405,120 @@ export class Kernels {
     else if (cacheType === WeightType.F16) this.#check(fn.dotllm_attention_f16(pool, ...args));
     else throw new RangeError(`Unsupported KV cache type ${cacheType}`);
   }
+
+  // ---- TEMPORARY adapter (issue 10): the positions/slots ABI of
+  // `src/model/kernels.ts` over today's pos_start kernels, one call per run of
+  // consecutive positions of one slot. The lead replaces it with the native
+  // positions/slots ops; keep it small.
+  #views: [number, Int32Array, number, Int32Array] = [0, new Int32Array(0), 0, new Int32Array(0)];
+
+  /** A cached view of `count` i32 at `address` (which: 0 positions, 2 slots). */
+  #ints(address: number, count: number, which: 0 | 2): Int32Array {
+    const v = this.#views;
+    const cached = v[which + 1] as Int32Array;
+    if (v[which] === address && cached.length >= count) return cached;
+    const view = new Int32Array(this.#native.view(address, count * 4));
+    v[which] = address;
+    v[which + 1] = view;
+    return view;
+  }
+
+  /** Tokens from `t` on with the same slot and consecutive positions (TEMPORARY adapter). */
+  #run(pos: Int32Array, slots: Int32Array, t: number, tokens: number, slotRows: number): number {
+    let end = t + 1;
+    while (end < tokens && slots[end] === slots[t] && pos[end] === pos[end - 1] + 1) end++;
+    if (pos[t] < 0 || pos[end - 1] >= slotRows || slots[t] < 0) {
+      throw new RangeError(
+        `positions ${pos[t]}..${pos[end - 1]} outside the slot's ${slotRows} rows`,
+      );
+    }
+    return end;
+  }
+
+  /** RoPE of token t at position `positions[t]` (i32 array). TEMPORARY adapter. */
+  rope(
+    x: number,
+    tokens: number,
+    heads: number,
+    headDim: number,
+    ropeDims: number,
+    positions: number,
+    freqBase: number,
+    freqFactors: number,
+    neox: boolean,
+  ): void {
+    const pos = this.#ints(positions, tokens, 0);
+    for (let t = 0, end = 0; t < tokens; t = end) {
+      end = t + 1;
+      while (end < tokens && pos[end] === pos[end - 1] + 1) end++;
+      const at = x + t * heads * headDim * 4;
+      this.#ropeAt(at, end - t, heads, headDim, ropeDims, pos[t], freqBase, freqFactors, neox);
+    }
+  }
+
+  /** Token t's K or V to row `slots[t]·slotRows + positions[t]`. TEMPORARY adapter. */
+  storeKv(
+    cacheType: number,
+    cache: number,
+    src: number,
+    positions: number,
+    slots: number,
+    tokens: number,
+    kvDim: number,
+    slotRows: number,
+  ): void {
+    const pos = this.#ints(positions, tokens, 0), sl = this.#ints(slots, tokens, 2);
+    const rowBytes = kvDim * (cacheType === WeightType.F16 ? 2 : 4);
+    for (let t = 0, end = 0; t < tokens; t = end) {
+      end = this.#run(pos, sl, t, tokens, slotRows);
+      const slotCache = cache + sl[t] * slotRows * rowBytes;
+      this.#storeKvAt(cacheType, slotCache, src + t * kvDim * 4, pos[t], end - t, kvDim);
+    }
+  }
+
+  /** Causal attention within each token's slot (window 0 only). TEMPORARY adapter. */
+  attention(
+    cacheType: number,
+    out: number,
+    q: number,
+    kCache: number,
+    vCache: number,
+    tokens: number,
+    positions: number,
+    slots: number,
+    heads: number,
+    kvHeads: number,
+    headDim: number,
+    scale: number,
+    slotRows: number,
+    window: number,
+  ): void {
+    if (window !== 0) {
+      throw new RangeError("sliding-window attention needs the native positions ABI");
+    }
+    const pos = this.#ints(positions, tokens, 0), sl = this.#ints(slots, tokens, 2);
+    const slotBytes = slotRows * kvHeads * headDim * (cacheType === WeightType.F16 ? 2 : 4);
+    const rowBytes = heads * headDim * 4;
+    for (let t = 0, end = 0; t < tokens; t = end) {
+      end = this.#run(pos, sl, t, tokens, slotRows);
+      const k = kCache + sl[t] * slotBytes, v = vCache + sl[t] * slotBytes;
+      const n = end - t;
+      this.#attentionAt(
+        cacheType,
+        out + t * rowBytes,
+        q + t * rowBytes,
+        k,
+        v,
+        n,
+        pos[t],
+        heads,
+        kvHeads,
+        headDim,
+        scale,
+      );
+    }
+  }
+  // ---- end of the TEMPORARY adapter.
 
   /** `out[i] = silu(gate[i]) · up[i]` for n elements. */
   swiglu(out: number, gate: number, up: number, n: number): void {

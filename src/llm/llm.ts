@@ -3,8 +3,13 @@
  * generation as an async iterator of pieces, cancel it with an
  * `AbortSignal`, and close it to free its native memory.
  *
- * Built on {@linkcode LlamaModel} (forward pass), {@linkcode Tokenizer},
- * {@linkcode Sampler} and the generation loop of `src/generation/`.
+ * Built on the engine of `src/model/` ({@linkcode Model}, a one-slot
+ * {@linkcode Context}), {@linkcode Tokenizer}, {@linkcode Sampler} and the
+ * generation loop of `src/generation/`. A generation continues the slot's
+ * history: only the prompt tokens past the longest common prefix with what
+ * the slot already holds are prefilled (a chat's next turn reuses the last).
+ * More sequences at once: {@linkcode Llm.createContext} gives a context of
+ * several slots over the same weights, driven with `Context.decode`.
  *
  * @example Greedy generation, piece by piece
  * ```ts
@@ -21,8 +26,14 @@
  * @module
  */
 import { generate, type GenerationResult } from "../generation/mod.ts";
-import { type CacheType, LlamaModel } from "../model/mod.ts";
-import type { LlamaConfig } from "../model/mod.ts";
+import {
+  type CacheType,
+  Context,
+  type ContextOptions,
+  LlamaModel,
+  type Model,
+  type ModelConfig,
+} from "../model/mod.ts";
 import { prepareLibrary } from "../native/locate.ts";
 import { randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import { type DecodeOptions, Tokenizer } from "../tokenizer/mod.ts";
@@ -51,6 +62,14 @@ export interface LlmGenerateOptions extends Partial<SamplerParams> {
   signal?: AbortSignal;
 }
 
+/** Options of {@linkcode Llm.complete}: those of `generate`, with callbacks instead of an iterator. */
+export interface LlmCompleteOptions extends LlmGenerateOptions {
+  /** Receives the generated text as it is produced (streamed, stop strings held back). */
+  onText?: (text: string) => void;
+  /** Keep the whole text in the result (default true). */
+  collectText?: boolean;
+}
+
 /** One generated token and the text it completes. */
 export interface GeneratedPiece {
   /** The text this token releases: "" while a UTF-8 character or a possible stop string is incomplete. */
@@ -73,50 +92,20 @@ export interface TokenizeOptions {
   parseSpecial?: boolean;
 }
 
-/** Natural log of softmax(logits)[id], computed stably; allocates nothing. */
-function logSoftmaxAt(logits: Float32Array, id: number): number {
-  let max = -Infinity;
-  for (let i = 0; i < logits.length; i++) if (logits[i] > max) max = logits[i];
-  let sum = 0;
-  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - max);
-  return logits[id] - max - Math.log(sum);
-}
-
-/**
- * A sampler that remembers the raw log-probability of the token it picked,
- * and reports each generated token it is told about (`accept` after the first
- * `sample`: before that, `accept` receives the prompt).
- */
-class ScoringSampler extends Sampler {
-  #logprob = 0;
-  #sampling = false;
-  onGenerated: (token: number, logprob: number) => void = () => {};
-
-  override sample(logits: Float32Array): number {
-    this.#sampling = true;
-    const id = super.sample(logits);
-    this.#logprob = logSoftmaxAt(logits, id);
-    return id;
-  }
-
-  override accept(id: number): void {
-    super.accept(id);
-    if (this.#sampling) this.onGenerated(id, this.#logprob);
-  }
-}
-
 /** A loaded model with its tokenizer. One generation at a time; {@linkcode close} when done. */
 export class Llm {
-  /** The transformer (config, weights, forward pass). */
+  /** The model with its one-slot context (`model.model`: weights; `model.context`: KV cache). */
   readonly model: LlamaModel;
   /** The model's tokenizer. */
   readonly tokenizer: Tokenizer;
+  readonly #threads: number;
   #busy = false;
   #closed = false;
 
-  private constructor(model: LlamaModel, tokenizer: Tokenizer) {
+  private constructor(model: LlamaModel, tokenizer: Tokenizer, threads: number) {
     this.model = model;
     this.tokenizer = tokenizer;
+    this.#threads = threads;
   }
 
   /**
@@ -134,7 +123,7 @@ export class Llm {
       cacheType: options.cacheType,
     });
     try {
-      return new Llm(model, Tokenizer.fromGguf(model.gguf));
+      return new Llm(model, Tokenizer.fromGguf(model.gguf), options.threads ?? 0);
     } catch (error) {
       model.close();
       throw error;
@@ -142,8 +131,42 @@ export class Llm {
   }
 
   /** The model's hyper-parameters. */
-  get config(): LlamaConfig {
+  get config(): ModelConfig {
     return this.model.config;
+  }
+
+  /** The one-slot context generations run on (its KV cache holds the last sequence). */
+  get context(): Context {
+    return this.model.context;
+  }
+
+  /**
+   * A new context over the same weights, e.g. several slots for a server
+   * (threads default to the Llm's). The caller closes it before the Llm.
+   *
+   * @example Two sequences in one batch
+   * ```ts
+   * import { Batch } from "../model/mod.ts";
+   * import { Llm } from "./llm.ts";
+   * const llm = await Llm.load("../shared/testdata/models/stories260K.gguf", { threads: 1 });
+   * using context = llm.createContext({ slots: 2, contextSize: 128 });
+   * const batch = new Batch(context.batchSize);
+   * const a = llm.tokenize("Once upon a time"), b = llm.tokenize("The cat");
+   * a.forEach((id, i) => batch.add(id, i, 0, i === a.length - 1));
+   * b.forEach((id, i) => batch.add(id, i, 1, i === b.length - 1));
+   * if (context.decode(batch) !== 2) throw new Error("two logits rows");
+   * context.close();
+   * llm.close();
+   * ```
+   */
+  createContext(options: ContextOptions = {}): Context {
+    if (this.#closed) throw new Error("Llm used after close");
+    return new Context(this.weights, { threads: this.#threads, ...options });
+  }
+
+  /** The immutable model (mapping, config, architecture, weights). */
+  get weights(): Model {
+    return this.model.model;
   }
 
   /** Token ids of `text` (BOS added as the model asks unless `addSpecial` is false). */
@@ -157,7 +180,9 @@ export class Llm {
   }
 
   /**
-   * Generates from `prompt` (text, or token ids) on a fresh sequence. Yields
+   * Generates from `prompt` (text, or token ids), continuing the context's
+   * sequence: the prompt tokens it already holds (the longest common prefix)
+   * are not run again; the output is the same as on a fresh sequence. Yields
    * a piece per generated token (end-of-generation tokens are not yielded);
    * the iterator's return value is the whole result (text, tokens, finish
    * reason, timings). A token's piece is handed out once the next token has
@@ -174,24 +199,17 @@ export class Llm {
     if (this.#busy) throw new Error("Llm is already generating: one generation at a time");
     const { maxTokens, stop, seed, signal, ...sampling } = options;
     signal?.throwIfAborted();
-    const sampler = new ScoringSampler(
-      this.model.config.vocabSize,
-      sampling,
-      seed ?? randomSeed(),
-    );
-    // A token's piece is complete once the next token is accepted (its text
-    // was streamed in between) or generation has ended (the final flush).
+    const sampler = new Sampler(this.model.config.vocabSize, sampling, seed ?? randomSeed());
+    // A token's piece is complete once the next token is sampled or generation
+    // has ended (the final flush adds the held-back tail to the last piece).
     const ready: GeneratedPiece[] = [];
     let pending: GeneratedPiece | undefined;
+    let tail = "";
     let wake: (() => void) | undefined;
     const release = () => {
       if (pending !== undefined) ready.push(pending);
       pending = undefined;
       wake?.();
-    };
-    sampler.onGenerated = (token, logprob) => {
-      release();
-      pending = { text: "", token, logprob };
     };
     let stopped = false;
     let result: GenerationResult | undefined;
@@ -202,13 +220,17 @@ export class Llm {
       prompt,
       maxTokens,
       stop,
-      onText: (text) => {
-        if (pending !== undefined) pending.text += text;
+      onText: (text) => (tail += text), // text released after the last token: the flush
+      onToken: (e) => {
+        release();
+        pending = { text: e.text, token: e.token, logprob: e.logprob };
+        tail = "";
       },
       shouldStop: () => stopped || (signal?.aborted ?? false),
     }).then((r) => (result = r), (e) => (failure = e ?? new Error("generation failed")))
       .finally(() => {
         done = true;
+        if (pending !== undefined) pending.text += tail;
         release();
       });
     try {
@@ -224,6 +246,44 @@ export class Llm {
     } finally {
       stopped = true;
       await run;
+      this.#busy = false;
+    }
+  }
+
+  /**
+   * Generates from `prompt` to the end and resolves to the whole result,
+   * streaming text to `onText` as it is released. Unlike
+   * {@linkcode generate}, aborting `signal` does not throw: the result then
+   * has `finishReason` `"interrupted"` (what a CLI prints on Ctrl-C).
+   *
+   * @example
+   * ```ts
+   * import { Llm } from "./llm.ts";
+   * const llm = await Llm.load("../shared/testdata/models/stories260K.gguf", { threads: 1 });
+   * const result = await llm.complete("Once upon a time", { temperature: 0, maxTokens: 8 });
+   * llm.close();
+   * if (result.tokens.length !== 8 || result.finishReason !== "length") throw new Error();
+   * ```
+   */
+  async complete(
+    prompt: string | ArrayLike<number>,
+    options: LlmCompleteOptions = {},
+  ): Promise<GenerationResult> {
+    if (this.#closed) throw new Error("Llm used after close");
+    if (this.#busy) throw new Error("Llm is already generating: one generation at a time");
+    const { maxTokens, stop, seed, signal, onText, collectText, ...sampling } = options;
+    const sampler = new Sampler(this.model.config.vocabSize, sampling, seed ?? randomSeed());
+    this.#busy = true;
+    try {
+      return await generate(this.model, this.tokenizer, sampler, {
+        prompt,
+        maxTokens,
+        stop,
+        onText,
+        collectText,
+        shouldStop: signal ? () => signal.aborted : undefined,
+      });
+    } finally {
       this.#busy = false;
     }
   }

@@ -2,6 +2,7 @@
 export {
   type GeneratedPiece,
   Llm,
+  type LlmCompleteOptions,
   type LlmGenerateOptions,
   type LlmOptions,
   type TokenizeOptions,

@@ -1,16 +1,19 @@
 /**
- * The hyper-parameters of a Llama-family model, read from a GGUF file's
- * `<arch>.*` metadata keys and checked for consistency.
+ * The hyper-parameters of a model, read from a GGUF file's `<prefix>.*`
+ * metadata keys (the prefix from the architecture table) and checked for
+ * consistency.
  *
  * @module
  */
 import type { Gguf, GgufValue } from "../gguf/reader.ts";
+import { architectureOf } from "./arch.ts";
+import { ModelError } from "./errors.ts";
 
-/** Architectures whose graph is the Llama graph this package runs. */
-export const SUPPORTED_ARCHITECTURES: readonly string[] = ["llama", "mistral"];
+export { ModelError } from "./errors.ts";
+export { SUPPORTED_ARCHITECTURES } from "./arch.ts";
 
 /** A model's shape. */
-export interface LlamaConfig {
+export interface ModelConfig {
   /** `general.architecture`. */
   readonly architecture: string;
   /** `general.name` or "" when absent. */
@@ -37,15 +40,12 @@ export interface LlamaConfig {
   readonly rmsEpsilon: number;
   /** Vocabulary size (rows of `token_embd.weight`). */
   readonly vocabSize: number;
+  /** `<prefix>.attention.sliding_window`, 0 when absent (the table decides which layers use it). */
+  readonly slidingWindow: number;
 }
 
-/** A model the loader cannot run: a bad or unsupported key, tensor or type. */
-export class ModelError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ModelError";
-  }
-}
+/** The config of the Llama graph (the name before the architecture table). */
+export type LlamaConfig = ModelConfig;
 
 /** Upper bounds on every dimension (well above any real Llama). */
 export const CONFIG_LIMITS = {
@@ -91,20 +91,17 @@ function float(gguf: Gguf, key: string, fallback: number | undefined, min: numbe
   return value;
 }
 
-/** Reads and checks the config; throws {@linkcode ModelError} naming the key at fault. */
-export function readLlamaConfig(gguf: Gguf): LlamaConfig {
+/**
+ * Reads and checks the config of any architecture in the table; throws
+ * {@linkcode ModelError} naming the key at fault, or listing the supported
+ * architectures for one not in the table.
+ */
+export function readModelConfig(gguf: Gguf): ModelConfig {
   const architecture = gguf.metadata.get("general.architecture");
   if (typeof architecture !== "string") {
     throw new ModelError(`missing metadata key "general.architecture"`);
   }
-  if (!SUPPORTED_ARCHITECTURES.includes(architecture)) {
-    throw new ModelError(
-      `unsupported architecture "${architecture}" (supported: ${
-        SUPPORTED_ARCHITECTURES.join(", ")
-      })`,
-    );
-  }
-  const a = architecture;
+  const a = architectureOf(architecture).keyPrefix;
   const L = CONFIG_LIMITS;
   const embeddingLength = integer(
     gguf,
@@ -172,5 +169,9 @@ export function readLlamaConfig(gguf: Gguf): LlamaConfig {
     ropeFreqBase: float(gguf, `${a}.rope.freq_base`, 10000, 0),
     rmsEpsilon: float(gguf, `${a}.attention.layer_norm_rms_epsilon`, undefined, 0),
     vocabSize,
+    slidingWindow: integer(gguf, `${a}.attention.sliding_window`, 0, 0, L.contextLengthMax),
   };
 }
+
+/** {@linkcode readModelConfig} (its name before the architecture table). */
+export const readLlamaConfig: (gguf: Gguf) => ModelConfig = readModelConfig;

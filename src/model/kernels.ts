@@ -5,6 +5,12 @@
  *
  * Every pointer is a native address; every count is an integer.
  *
+ * Sequences: a batch of `tokens` may hold tokens of several sequences. Each
+ * token `t` has a position `positions[t]` and a KV-cache slot `slots[t]`
+ * (both native i32 arrays of length `tokens`). The cache of one layer is
+ * `[slots][slotRows][kvDim]`: token `t`'s K/V row is
+ * `slots[t]·slotRows + positions[t] % slotRows`.
+ *
  * @module
  */
 
@@ -29,28 +35,42 @@ export interface ModelKernels {
   ): void;
   /** `out[t] = x[t] / rms(x[t]) · weight`, rows of `n`. */
   rmsnorm(out: number, x: number, weight: number, n: number, tokens: number, eps: number): void;
-  /** Rotates `x [tokens][heads][headDim]` in place for positions `posStart...`. */
+  /**
+   * Rotates `x [tokens][heads][headDim]` in place, token `t` by its position
+   * `positions[t]` (i32 array at `positions`).
+   */
   rope(
     x: number,
     tokens: number,
     heads: number,
     headDim: number,
     ropeDims: number,
-    posStart: number,
+    positions: number,
     freqBase: number,
     freqFactors: number,
     neox: boolean,
   ): void;
-  /** Copies `src [tokens][kvDim]` (F32) into `cache` rows `pos...`. */
+  /**
+   * Copies `src [tokens][kvDim]` (F32) into `cache`: token `t` to row
+   * `slots[t]·slotRows + positions[t] % slotRows`.
+   */
   storeKv(
     cacheType: number,
     cache: number,
     src: number,
-    pos: number,
+    positions: number,
+    slots: number,
     tokens: number,
     kvDim: number,
+    slotRows: number,
   ): void;
-  /** Causal attention of `q [tokens][heads·headDim]` over cache rows `[0, posStart + tokens)`. */
+  /**
+   * Attention of `q [tokens][heads·headDim]` into `out` (same shape): token
+   * `t` attends the positions `p` of its own slot in
+   * `[window > 0 ? max(0, positions[t] − window + 1) : 0, positions[t]]`,
+   * reading row `slots[t]·slotRows + p % slotRows` of `kCache`/`vCache`
+   * (causal within each slot; the whole batch's K/V is stored before it runs).
+   */
   attention(
     cacheType: number,
     out: number,
@@ -58,11 +78,14 @@ export interface ModelKernels {
     kCache: number,
     vCache: number,
     tokens: number,
-    posStart: number,
+    positions: number,
+    slots: number,
     heads: number,
     kvHeads: number,
     headDim: number,
     scale: number,
+    slotRows: number,
+    window: number,
   ): void;
   /** `out = silu(gate) · up`, `n` elements. */
   swiglu(out: number, gate: number, up: number, n: number): void;

@@ -1,24 +1,51 @@
-/** Llama-family models: config, weights, forward pass. @module */
+/**
+ * Models: the architecture table, config, weights, the forward pass, and
+ * the engine objects ({@linkcode Model}, {@linkcode KvCache},
+ * {@linkcode Batch}, {@linkcode Context}); {@linkcode LlamaModel} is one
+ * sequence over them.
+ *
+ * @module
+ */
 export {
-  type CacheType,
-  DEFAULT_BATCH_SIZE,
-  DEFAULT_CONTEXT_MAX,
-  LlamaModel,
-  type ModelMemory,
-  type ModelOptions,
-} from "./model.ts";
+  type Architecture,
+  architectureOf,
+  ARCHITECTURES,
+  type ArchitectureShape,
+  type FfnActivation,
+  type Presence,
+  type RopeStyle,
+  TENSOR_NAMES,
+  type TensorKind,
+  tensorName,
+} from "./arch.ts";
+export { Batch } from "./batch.ts";
 export {
   CONFIG_LIMITS,
   type LlamaConfig,
-  ModelError,
+  type ModelConfig,
   readLlamaConfig,
+  readModelConfig,
   SUPPORTED_ARCHITECTURES,
 } from "./config.ts";
+export {
+  Context,
+  type ContextOptions,
+  DEFAULT_BATCH_SIZE,
+  DEFAULT_CONTEXT_MAX,
+  type ModelMemory,
+  SLOT_COUNT_MAX,
+} from "./context.ts";
+export { ModelError } from "./errors.ts";
 export type { CacheTypeId, ModelKernels } from "./kernels.ts";
+export { type CacheType, KvCache } from "./kv_cache.ts";
+export { LlamaModel, type ModelOptions } from "./llama_model.ts";
+export { Model } from "./model.ts";
 export {
   bindLlamaWeights,
+  bindWeights,
   type LayerWeights,
   type LlamaWeights,
   MATMUL_TYPES,
+  type ModelWeights,
   type Weight,
 } from "./weights.ts";

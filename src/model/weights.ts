@@ -1,12 +1,21 @@
 /**
- * Binds a Llama model's tensors by name, checking each one's type and shape
- * against the config before any address reaches the kernels.
+ * Binds a model's tensors by the names of its architecture's entry, checking
+ * each one's type and shape against the config before any address reaches
+ * the kernels.
  *
  * @module
  */
 import type { Gguf, GgufTensorInfo } from "../gguf/reader.ts";
 import { GgmlType } from "../gguf/types.ts";
-import { type LlamaConfig, ModelError } from "./config.ts";
+import {
+  type Architecture,
+  architectureOf,
+  type Presence,
+  type TensorKind,
+  tensorName,
+} from "./arch.ts";
+import type { ModelConfig } from "./config.ts";
+import { ModelError } from "./errors.ts";
 
 /** Weight types the matmul and row-lookup kernels compute with. */
 export const MATMUL_TYPES: ReadonlySet<number> = new Set([
@@ -30,21 +39,32 @@ export interface Weight {
   readonly sizeBytes: number;
 }
 
-/** One transformer block's weights. */
+/**
+ * One transformer block's weights; the optional ones exist as the
+ * architecture table says (shapes as GGUF rows × elements).
+ */
 export interface LayerWeights {
   readonly attnNorm: Weight; // [embd]
-  readonly wq: Weight; // [heads·headDim rows][embd]
-  readonly wk: Weight; // [kvHeads·headDim rows][embd]
-  readonly wv: Weight; // [kvHeads·headDim rows][embd]
+  readonly wq?: Weight; // [heads·headDim rows][embd] (absent when fused)
+  readonly wk?: Weight; // [kvHeads·headDim rows][embd]
+  readonly wv?: Weight; // [kvHeads·headDim rows][embd]
+  readonly wqkv?: Weight; // [(heads + 2·kvHeads)·headDim rows][embd] (fused QKV)
+  readonly bq?: Weight; // [heads·headDim]
+  readonly bk?: Weight; // [kvHeads·headDim]
+  readonly bv?: Weight; // [kvHeads·headDim]
+  readonly qNorm?: Weight; // [headDim]
+  readonly kNorm?: Weight; // [headDim]
   readonly wo: Weight; // [embd rows][heads·headDim]
+  readonly postAttnNorm?: Weight; // [embd]
   readonly ffnNorm: Weight; // [embd]
-  readonly wGate: Weight; // [ff rows][embd]
-  readonly wUp: Weight; // [ff rows][embd]
+  readonly wGate?: Weight; // [ff rows][embd] (absent when fused with up)
+  readonly wUp: Weight; // [ff rows][embd], or [2·ff rows][embd] fused (gate first)
   readonly wDown: Weight; // [embd rows][ff]
+  readonly postFfnNorm?: Weight; // [embd]
 }
 
 /** Every weight of the model. */
-export interface LlamaWeights {
+export interface ModelWeights {
   readonly tokenEmbedding: Weight; // [vocab rows][embd]
   readonly layers: readonly LayerWeights[];
   readonly outputNorm: Weight; // [embd]
@@ -59,6 +79,9 @@ export interface LlamaWeights {
   /** Bytes of all tensors bound. */
   readonly sizeBytes: number;
 }
+
+/** {@linkcode ModelWeights} (its name before the architecture table). */
+export type LlamaWeights = ModelWeights;
 
 function bind(
   gguf: Gguf,
@@ -105,48 +128,85 @@ const typeNames: Record<number, string> = { 0: "F32", 1: "F16", 8: "Q8_0", 30: "
 const F32_ONLY: ReadonlySet<number> = new Set([GgmlType.F32]);
 
 /**
- * Binds every tensor the forward pass reads. `base` is the address of the
- * file's mapping (the file's byte 0). Throws {@linkcode ModelError} naming the
- * tensor for a missing tensor, a wrong shape or an unsupported type.
+ * Binds every tensor the forward pass reads, as `arch` names them. `base` is
+ * the address of the file's mapping (the file's byte 0). Throws
+ * {@linkcode ModelError} naming the tensor for a missing tensor, a wrong
+ * shape, an unsupported type, or an optional tensor the architecture does
+ * not use (ignoring it would compute another function).
  */
-export function bindLlamaWeights(gguf: Gguf, config: LlamaConfig, base: number): LlamaWeights {
+export function bindWeights(
+  gguf: Gguf,
+  config: ModelConfig,
+  base: number,
+  arch: Architecture = architectureOf(config.architecture),
+): ModelWeights {
   const e = config.embeddingLength;
-  const q = config.headCount * config.headDim;
-  const kv = config.headCountKv * config.headDim;
+  const d = config.headDim;
+  const q = config.headCount * d;
+  const kv = config.headCountKv * d;
   const ff = config.feedForwardLength;
   const v = config.vocabSize;
   const m = MATMUL_TYPES;
+  /** A tensor of `presence`: bound when present (or required), refused when "none". */
+  const maybe = (
+    kind: TensorKind,
+    layer: number,
+    presence: Presence | boolean,
+    shape: readonly number[],
+    types: ReadonlySet<number>,
+  ): Weight | undefined => {
+    const name = tensorName(kind, layer);
+    const info = gguf.tensorsByName.get(name);
+    if (presence === "required" || presence === true) return bind(gguf, base, name, shape, types);
+    if (info === undefined) return undefined;
+    if (presence === "none" || presence === false) {
+      throw new ModelError(`tensor "${name}" is not used by architecture "${arch.name}"`);
+    }
+    return check(info, base, shape, types);
+  };
   const layers: LayerWeights[] = [];
   for (let i = 0; i < config.blockCount; i++) {
-    const p = `blk.${i}.`;
+    const b = (kind: TensorKind, shape: readonly number[], types = m) =>
+      bind(gguf, base, tensorName(kind, i), shape, types);
+    const fq = arch.fusedQkv, fg = arch.fusedGateUp;
     layers.push({
-      attnNorm: bind(gguf, base, `${p}attn_norm.weight`, [e], F32_ONLY),
-      wq: bind(gguf, base, `${p}attn_q.weight`, [e, q], m),
-      wk: bind(gguf, base, `${p}attn_k.weight`, [e, kv], m),
-      wv: bind(gguf, base, `${p}attn_v.weight`, [e, kv], m),
-      wo: bind(gguf, base, `${p}attn_output.weight`, [q, e], m),
-      ffnNorm: bind(gguf, base, `${p}ffn_norm.weight`, [e], F32_ONLY),
-      wGate: bind(gguf, base, `${p}ffn_gate.weight`, [e, ff], m),
-      wUp: bind(gguf, base, `${p}ffn_up.weight`, [e, ff], m),
-      wDown: bind(gguf, base, `${p}ffn_down.weight`, [ff, e], m),
+      attnNorm: b("attnNorm", [e], F32_ONLY),
+      wq: maybe("wq", i, !fq, [e, q], m),
+      wk: maybe("wk", i, !fq, [e, kv], m),
+      wv: maybe("wv", i, !fq, [e, kv], m),
+      wqkv: maybe("wqkv", i, fq, [e, q + 2 * kv], m),
+      bq: maybe("bq", i, arch.qkvBias, [q], F32_ONLY),
+      bk: maybe("bk", i, arch.qkvBias, [kv], F32_ONLY),
+      bv: maybe("bv", i, arch.qkvBias, [kv], F32_ONLY),
+      qNorm: maybe("qNorm", i, arch.qkNorm, [d], F32_ONLY),
+      kNorm: maybe("kNorm", i, arch.qkNorm, [d], F32_ONLY),
+      wo: b("wo", [q, e]),
+      postAttnNorm: maybe("postAttnNorm", i, arch.postAttentionNorm, [e], F32_ONLY),
+      ffnNorm: b("ffnNorm", [e], F32_ONLY),
+      wGate: maybe("wGate", i, !fg, [e, ff], m),
+      wUp: b("wUp", [e, fg ? 2 * ff : ff]),
+      wDown: b("wDown", [ff, e]),
+      postFfnNorm: maybe("postFfnNorm", i, arch.postFfnNorm, [e], F32_ONLY),
     });
   }
-  const tokenEmbedding = bind(gguf, base, "token_embd.weight", [e, v], m);
-  const outputInfo = gguf.tensorsByName.get("output.weight");
+  const tokenEmbedding = bind(gguf, base, tensorName("tokenEmbedding"), [e, v], m);
+  const outputInfo = gguf.tensorsByName.get(tensorName("output"));
   const output = outputInfo ? check(outputInfo, base, [e, v], m) : tokenEmbedding;
-  const ropeInfo = gguf.tensorsByName.get("rope_freqs.weight");
+  const ropeInfo = gguf.tensorsByName.get(tensorName("ropeFreqs"));
   const ropeFreqs = ropeInfo
     ? check(ropeInfo, base, [config.ropeDimensionCount / 2], F32_ONLY)
     : undefined;
-  const outputNorm = bind(gguf, base, "output_norm.weight", [e], F32_ONLY);
+  const outputNorm = bind(gguf, base, tensorName("outputNorm"), [e], F32_ONLY);
 
-  const all: Weight[] = [tokenEmbedding, outputNorm, ...layers.flatMap((l) => Object.values(l))];
+  const present = (w: Weight | undefined): w is Weight => w !== undefined;
+  const layerWeights = layers.flatMap((l) => Object.values(l).filter(present));
+  const all: Weight[] = [tokenEmbedding, outputNorm, ...layerWeights];
   if (outputInfo) all.push(output);
   if (ropeFreqs) all.push(ropeFreqs);
   const counts = new Map<number, number>();
   for (const l of layers) {
-    for (const w of [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown]) {
-      counts.set(w.type, (counts.get(w.type) ?? 0) + 1);
+    for (const w of [l.wq, l.wk, l.wv, l.wqkv, l.wo, l.wGate, l.wUp, l.wDown]) {
+      if (w !== undefined) counts.set(w.type, (counts.get(w.type) ?? 0) + 1);
     }
   }
   const common = [...counts].sort((a, b) => b[1] - a[1])[0]?.[0] ?? tokenEmbedding.type;
@@ -161,3 +221,10 @@ export function bindLlamaWeights(gguf: Gguf, config: LlamaConfig, base: number):
     sizeBytes: all.reduce((sum, w) => sum + w.sizeBytes, 0),
   };
 }
+
+/** {@linkcode bindWeights} (its name before the architecture table). */
+export const bindLlamaWeights: (gguf: Gguf, config: ModelConfig, base: number) => ModelWeights = (
+  gguf,
+  config,
+  base,
+) => bindWeights(gguf, config, base);

@@ -1,0 +1,140 @@
+/**
+ * The architecture table (as llama.cpp's `llama-arch.cpp`): for each value of
+ * `general.architecture` this package runs, its GGUF key prefix, tensor
+ * names, which optional tensors it has, its RoPE style, FFN activation,
+ * attention and embedding scales, and the attention window of each layer.
+ *
+ * The forward pass (`forward.ts`) is one function built from optional steps;
+ * an architecture is an entry here (plus any kernel op it needs that does
+ * not exist yet), never a new branch of the forward pass.
+ *
+ * @example Look an architecture up
+ * ```ts
+ * import { architectureOf } from "./arch.ts";
+ * const arch = architectureOf("mistral"); // throws ModelError for one not in the table
+ * console.log(arch.rope, arch.activation); // "normal" "silu"
+ * ```
+ *
+ * @module
+ */
+import { ModelError } from "./errors.ts";
+
+/** How RoPE pairs dimensions: `normal` (x[2i], x[2i+1]), llama; `neox` (x[i], x[i + d/2]). */
+export type RopeStyle = "normal" | "neox";
+
+/** The gated FFN's activation: `silu` (SwiGLU) or `gelu_tanh` (GeGLU, Gemma). */
+export type FfnActivation = "silu" | "gelu_tanh";
+
+/** Whether an optional tensor family exists: never, maybe (when in the file) or always. */
+export type Presence = "none" | "optional" | "required";
+
+/** Tensor kinds, each a GGUF name (`%d` = the layer index), as llama.cpp's LLM_TENSOR_*. */
+export const TENSOR_NAMES = {
+  tokenEmbedding: "token_embd.weight",
+  outputNorm: "output_norm.weight",
+  output: "output.weight",
+  ropeFreqs: "rope_freqs.weight",
+  attnNorm: "blk.%d.attn_norm.weight",
+  wq: "blk.%d.attn_q.weight",
+  wk: "blk.%d.attn_k.weight",
+  wv: "blk.%d.attn_v.weight",
+  wqkv: "blk.%d.attn_qkv.weight",
+  bq: "blk.%d.attn_q.bias",
+  bk: "blk.%d.attn_k.bias",
+  bv: "blk.%d.attn_v.bias",
+  qNorm: "blk.%d.attn_q_norm.weight",
+  kNorm: "blk.%d.attn_k_norm.weight",
+  wo: "blk.%d.attn_output.weight",
+  postAttnNorm: "blk.%d.post_attention_norm.weight",
+  ffnNorm: "blk.%d.ffn_norm.weight",
+  wGate: "blk.%d.ffn_gate.weight",
+  wUp: "blk.%d.ffn_up.weight",
+  wDown: "blk.%d.ffn_down.weight",
+  postFfnNorm: "blk.%d.post_ffw_norm.weight",
+} as const;
+
+/** A tensor kind of {@linkcode TENSOR_NAMES}. */
+export type TensorKind = keyof typeof TENSOR_NAMES;
+
+/** The GGUF name of tensor `kind` in layer `layer`. */
+export function tensorName(kind: TensorKind, layer = 0): string {
+  return TENSOR_NAMES[kind].replace("%d", String(layer));
+}
+
+/** What the scale and window functions of an entry may read. */
+export interface ArchitectureShape {
+  readonly embeddingLength: number;
+  readonly headDim: number;
+  readonly blockCount: number;
+  /** `<prefix>.attention.sliding_window`, 0 when absent. */
+  readonly slidingWindow: number;
+}
+
+/** One architecture: everything the loader and the forward pass need to know about it. */
+export interface Architecture {
+  /** The value of `general.architecture`. */
+  readonly name: string;
+  /** The prefix of its hyper-parameter keys (`<prefix>.embedding_length` ...). */
+  readonly keyPrefix: string;
+  /** Q/K/V biases (`attn_q.bias` ...). */
+  readonly qkvBias: Presence;
+  /** Per-head RMSNorm of Q and K after the projection (`attn_q_norm`, `attn_k_norm`). */
+  readonly qkNorm: Presence;
+  /** RMSNorm of the attention output before the residual add (`post_attention_norm`). */
+  readonly postAttentionNorm: Presence;
+  /** RMSNorm of the FFN output before the residual add (`post_ffw_norm`). */
+  readonly postFfnNorm: Presence;
+  /** One `attn_qkv` matrix instead of `attn_q`, `attn_k`, `attn_v`. */
+  readonly fusedQkv: boolean;
+  /** One `ffn_up` of 2 × ff rows (gate first, then up) instead of `ffn_gate` + `ffn_up`. */
+  readonly fusedGateUp: boolean;
+  readonly rope: RopeStyle;
+  readonly activation: FfnActivation;
+  /** Multiplies Q·K (llama: 1/√headDim). */
+  attentionScale(shape: ArchitectureShape): number;
+  /** Multiplies the embedding rows (llama: 1; Gemma: √embedding). */
+  embeddingScale(shape: ArchitectureShape): number;
+  /** Layer `layer`'s attention window in positions; 0 = the whole context. */
+  layerWindow(shape: ArchitectureShape, layer: number): number;
+}
+
+const llamaLike = {
+  qkvBias: "none",
+  qkNorm: "none",
+  postAttentionNorm: "none",
+  postFfnNorm: "none",
+  fusedQkv: false,
+  fusedGateUp: false,
+  rope: "normal",
+  activation: "silu",
+  attentionScale: (s: ArchitectureShape) => 1 / Math.sqrt(s.headDim),
+  embeddingScale: () => 1,
+  layerWindow: () => 0,
+} as const satisfies Omit<Architecture, "name" | "keyPrefix">;
+
+/** Every architecture this package runs, by `general.architecture`. */
+export const ARCHITECTURES: ReadonlyMap<string, Architecture> = new Map<string, Architecture>([
+  ["llama", { name: "llama", keyPrefix: "llama", ...llamaLike }],
+  // Mistral 7B as `mistral`: the llama graph; when the file gives
+  // `mistral.attention.sliding_window`, every layer attends that many positions.
+  ["mistral", {
+    name: "mistral",
+    keyPrefix: "mistral",
+    ...llamaLike,
+    layerWindow: (s: ArchitectureShape) => s.slidingWindow,
+  }],
+]);
+
+/** The names of the supported architectures, in table order. */
+export const SUPPORTED_ARCHITECTURES: readonly string[] = [...ARCHITECTURES.keys()];
+
+/** The entry of `name`; throws {@linkcode ModelError} listing the supported ones. */
+export function architectureOf(name: string): Architecture {
+  const arch = ARCHITECTURES.get(name);
+  if (arch === undefined) {
+    throw new ModelError(
+      `unsupported architecture "${name}" (supported: ${SUPPORTED_ARCHITECTURES.join(", ")})`,
+    );
+  }
+  return arch;
+}

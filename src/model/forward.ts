@@ -1,0 +1,172 @@
+/**
+ * The forward pass, written once: every architecture of the table runs this
+ * function; what differs between them are optional steps (present when the
+ * entry and the weights say so), never another copy of the graph.
+ *
+ * It records one batch of kernel calls (one native graph where the kernels
+ * batch them) and allocates nothing.
+ *
+ * @module
+ */
+import type { Architecture } from "./arch.ts";
+import type { ModelConfig } from "./config.ts";
+import type { ModelKernels } from "./kernels.ts";
+import type { ModelWeights } from "./weights.ts";
+
+/** F32, as a ggml type id (the activations' type, for `getRows` over them). */
+const F32 = 0;
+
+/** What the forward pass reads of the model (immutable). */
+export interface ForwardModel {
+  readonly config: ModelConfig;
+  readonly architecture: Architecture;
+  readonly weights: ModelWeights;
+  /** Each layer's attention window (0 = whole context). */
+  readonly layerWindows: Int32Array;
+}
+
+/** The KV cache layout: per layer `[slots][slotRows][kvDim]` of `cacheType`. */
+export interface ForwardCache {
+  /** 0 = F32, 1 = F16. */
+  readonly cacheTypeId: number;
+  readonly slotRows: number;
+  /** Address of layer `l`'s K cache. */
+  kAddress(layer: number): number;
+  /** Address of layer `l`'s V cache. */
+  vAddress(layer: number): number;
+}
+
+/**
+ * The native buffers of one context (addresses), sized for its largest batch
+ * `B` and its most logits rows `R`.
+ */
+export interface ForwardBuffers {
+  readonly x: number; // [B][E] residual stream
+  readonly xb: number; // [B][E] normed input / block output
+  readonly q: number; // [B][H·D]
+  readonly k: number; // [B][Hkv·D]
+  readonly v: number; // [B][Hkv·D]
+  readonly att: number; // [B][H·D]
+  readonly gate: number; // [B][F]
+  readonly up: number; // [B][F]
+  /** [B][(H + 2·Hkv)·D] fused QKV output, or 0 when the architecture has none. */
+  readonly qkv: number;
+  /** i32 rows of `qkv` viewed as [B·(H+2Hkv)][D]: Q heads [B·H], K [B·Hkv], V [B·Hkv]. */
+  readonly qkvIds: readonly [number, number, number];
+  /** [B][2F] fused gate+up output, or 0. */
+  readonly gateUp: number;
+  /** i32 rows of `gateUp` viewed as [2B][F]: gate [B], up [B]. */
+  readonly gateUpIds: readonly [number, number];
+  readonly tokens: number; // [B] i32 token ids
+  readonly positions: number; // [B] i32
+  readonly slots: number; // [B] i32
+  readonly outRows: number; // [R] i32 batch rows that want logits
+  readonly xOut: number; // [R][E]
+  readonly logits: number; // [R][V]
+}
+
+/**
+ * Kernel ops a model needs that the kernel interface lacks, as a sentence,
+ * or undefined when it can run. An architecture that needs a new op names
+ * it here until the op exists.
+ */
+export function missingOps(model: ForwardModel): string | undefined {
+  const a = model.architecture;
+  const missing: string[] = [];
+  if (model.weights.layers.some((l) => l.bq || l.bk || l.bv)) missing.push("a bias add");
+  if (a.activation !== "silu") missing.push(`the ${a.activation} activation`);
+  if (a.embeddingScale(model.config) !== 1) missing.push("a scale op (embedding scale)");
+  return missing.length > 0 ? missing.join(", ") : undefined;
+}
+
+/**
+ * Records the forward pass of `T` tokens (ids, positions and slots already
+ * in `b`) and, when `R > 0`, the logits of the `R` rows listed in
+ * `b.outRows` into `b.logits` [R][V]. The caller wraps it in
+ * `beginGraph`/`endGraph`.
+ */
+export function forward(
+  k: ModelKernels,
+  m: ForwardModel,
+  cache: ForwardCache,
+  b: ForwardBuffers,
+  T: number,
+  R: number,
+): void {
+  const c = m.config;
+  const w = m.weights;
+  const arch = m.architecture;
+  const E = c.embeddingLength;
+  const H = c.headCount;
+  const Hkv = c.headCountKv;
+  const D = c.headDim;
+  const Q = H * D;
+  const KV = Hkv * D;
+  const F = c.feedForwardLength;
+  const eps = c.rmsEpsilon;
+  const ct = cache.cacheTypeId;
+  const rows = cache.slotRows;
+  const neox = arch.rope === "neox";
+  const freqs = w.ropeFreqs?.address ?? 0;
+  const scale = arch.attentionScale(c);
+  const { x, xb, q, att, gate, up, positions: pos, slots } = b;
+  const kk = b.k, v = b.v;
+
+  // x [T][E] = token_embd[ids]
+  const emb = w.tokenEmbedding;
+  k.getRows(emb.type, x, emb.address, b.tokens, T, E, emb.rowCount);
+
+  for (let l = 0; l < c.blockCount; l++) {
+    const L = w.layers[l];
+    const kCache = cache.kAddress(l); // [slots][rows][KV]
+    const vCache = cache.vAddress(l); // [slots][rows][KV]
+
+    // Attention block.
+    k.rmsnorm(xb, x, L.attnNorm.address, E, T, eps); // xb [T][E]
+    if (L.wqkv !== undefined) {
+      const heads = H + 2 * Hkv, [qi, ki, vi] = b.qkvIds;
+      k.matmul(L.wqkv.type, b.qkv, L.wqkv.address, xb, Q + 2 * KV, E, T); // qkv [T][Q+2KV]
+      k.getRows(F32, q, b.qkv, qi, T * H, D, T * heads); // q [T][H·D]
+      k.getRows(F32, kk, b.qkv, ki, T * Hkv, D, T * heads); // k [T][Hkv·D]
+      k.getRows(F32, v, b.qkv, vi, T * Hkv, D, T * heads); // v [T][Hkv·D]
+    } else {
+      k.matmul(L.wq!.type, q, L.wq!.address, xb, Q, E, T); // q [T][H·D]
+      k.matmul(L.wk!.type, kk, L.wk!.address, xb, KV, E, T); // k [T][Hkv·D]
+      k.matmul(L.wv!.type, v, L.wv!.address, xb, KV, E, T); // v [T][Hkv·D]
+    }
+    if (L.qNorm !== undefined) k.rmsnorm(q, q, L.qNorm.address, D, T * H, eps); // q per head
+    if (L.kNorm !== undefined) k.rmsnorm(kk, kk, L.kNorm.address, D, T * Hkv, eps); // k per head
+    k.rope(q, T, H, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, neox); // q [T][H][D]
+    k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, neox); // k [T][Hkv][D]
+    k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows); // kCache[slot][pos]
+    k.storeKv(ct, vCache, v, pos, slots, T, KV, rows); // vCache[slot][pos]
+    const window = m.layerWindows[l];
+    k.attention(ct, att, q, kCache, vCache, T, pos, slots, H, Hkv, D, scale, rows, window); // att [T][H·D]
+    k.matmul(L.wo.type, xb, L.wo.address, att, E, Q, T); // xb [T][E]
+    if (L.postAttnNorm !== undefined) k.rmsnorm(xb, xb, L.postAttnNorm.address, E, T, eps); // xb [T][E]
+    k.add(x, x, xb, T * E); // x += attention
+
+    // Feed-forward block (gated: SwiGLU).
+    k.rmsnorm(xb, x, L.ffnNorm.address, E, T, eps); // xb [T][E]
+    if (L.wGate === undefined) {
+      const [gi, ui] = b.gateUpIds;
+      k.matmul(L.wUp.type, b.gateUp, L.wUp.address, xb, 2 * F, E, T); // gateUp [T][2F]
+      k.getRows(F32, gate, b.gateUp, gi, T, F, 2 * T); // gate [T][F]
+      k.getRows(F32, up, b.gateUp, ui, T, F, 2 * T); // up [T][F]
+    } else {
+      k.matmul(L.wGate.type, gate, L.wGate.address, xb, F, E, T); // gate [T][F]
+      k.matmul(L.wUp.type, up, L.wUp.address, xb, F, E, T); // up [T][F]
+    }
+    k.swiglu(gate, gate, up, T * F); // gate = silu(gate)·up
+    k.matmul(L.wDown.type, xb, L.wDown.address, gate, E, F, T); // xb [T][E]
+    if (L.postFfnNorm !== undefined) k.rmsnorm(xb, xb, L.postFfnNorm.address, E, T, eps); // xb [T][E]
+    k.add(x, x, xb, T * E); // x += ffn
+  }
+  if (R === 0) return;
+
+  // Final norm and LM head, only the rows that want logits.
+  k.getRows(F32, b.xOut, x, b.outRows, R, E, T); // xOut [R][E] = x[outRows]
+  k.rmsnorm(b.xOut, b.xOut, w.outputNorm.address, E, R, eps); // xOut [R][E]
+  const out = w.output;
+  k.matmul(out.type, b.logits, out.address, b.xOut, out.rowCount, E, R); // logits [R][V]
+}
