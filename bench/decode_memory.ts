@@ -90,12 +90,14 @@ const options = { prompt: "Once upon a time", maxTokens: tokens, collectText: fa
 // Warm up (JIT tiers, page-in of the weights), then measure a further, identical run.
 const warmUpRuns = Number(values["warm-up"] ?? 4);
 for (let i = 0; i < warmUpRuns; i++) {
+  model.context.cache.clear(); // cold prompts, as the measured run
   await generate(model, tokenizer, new Sampler(model.config.vocabSize, { temperature: 0 }, 1), {
     ...options,
     maxTokens: 500,
   });
 }
 const sampler = new Sampler(model.config.vocabSize, { temperature: 0 }, 1);
+model.context.cache.clear();
 gc();
 const before = process.memoryUsage();
 const result = await generate(model, tokenizer, sampler, options);

@@ -31,6 +31,17 @@ export const SMALL: SyntheticShape = {
   context: 64,
 };
 
+/** SmolLM2-135M's shape (576 wide, 9 heads / 3 KV heads of 64, 30 layers, 49152 tokens). */
+export const SMOLLM_135M: SyntheticShape = {
+  embd: 576,
+  heads: 9,
+  kvHeads: 3,
+  ff: 1536,
+  vocab: 49152,
+  layers: 30,
+  context: 8192,
+};
+
 /** Rounds `x` to what a weight of ggml type `type` stores, writing the encoded bytes. */
 function encode(type: number, values: Float32Array): { bytes: Uint8Array; decoded: Float32Array } {
   const n = values.length;
@@ -63,9 +74,10 @@ function encode(type: number, values: Float32Array): { bytes: Uint8Array; decode
       const d = Math.f16round(amax / 127);
       const id = d ? 1 / d : 0;
       dv.setUint16(b * 34, new Uint16Array(Float16Array.of(d).buffer)[0], true);
+      const quants = new Int8Array(bytes.buffer, b * 34 + 2, 32);
       for (let i = 0; i < 32; i++) {
         const q = Math.round(values[b * 32 + i] * id);
-        dv.setInt8(b * 34 + 2 + i, q);
+        quants[i] = q;
         decoded[b * 32 + i] = q * d;
       }
     }
@@ -99,8 +111,11 @@ export function syntheticModel(
   const s = options.shape ?? SMALL;
   const rng = new Rng(options.seed ?? 1);
   const headDim = s.embd / s.heads;
-  const random = (n: number, scale: number) =>
-    Float32Array.from({ length: n }, () => (rng.nextFloat() * 2 - 1) * scale);
+  const random = (n: number, scale: number) => {
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i++) out[i] = (rng.nextFloat() * 2 - 1) * scale;
+    return out;
+  };
   const specs: [string, number[], boolean][] = [["token_embd.weight", [s.embd, s.vocab], true]];
   for (let l = 0; l < s.layers; l++) {
     const p = `blk.${l}.`;

@@ -410,16 +410,16 @@ export class Kernels {
   // `src/model/kernels.ts` over today's pos_start kernels, one call per run of
   // consecutive positions of one slot. The lead replaces it with the native
   // positions/slots ops; keep it small.
-  #views: [number, Int32Array, number, Int32Array] = [0, new Int32Array(0), 0, new Int32Array(0)];
+  /** i32 views of native arrays by address (no view allocated per call in the decode loop). */
+  #views = new Map<number, Int32Array>();
 
-  /** A cached view of `count` i32 at `address` (which: 0 positions, 2 slots). */
-  #ints(address: number, count: number, which: 0 | 2): Int32Array {
-    const v = this.#views;
-    const cached = v[which + 1] as Int32Array;
-    if (v[which] === address && cached.length >= count) return cached;
+  /** A view of `count` i32 at `address`, cached (the caller vouches for the extent). */
+  #ints(address: number, count: number): Int32Array {
+    const cached = this.#views.get(address);
+    if (cached !== undefined && cached.length >= count) return cached;
+    if (this.#views.size >= 64) this.#views.clear(); // bound the cache (tests make many buffers)
     const view = new Int32Array(this.#native.view(address, count * 4));
-    v[which] = address;
-    v[which + 1] = view;
+    this.#views.set(address, view);
     return view;
   }
 
@@ -447,11 +447,11 @@ export class Kernels {
     freqFactors: number,
     neox: boolean,
   ): void {
-    const pos = this.#ints(positions, tokens, 0);
+    const pos = this.#ints(positions, tokens);
     for (let t = 0, end = 0; t < tokens; t = end) {
       end = t + 1;
       while (end < tokens && pos[end] === pos[end - 1] + 1) end++;
-      const at = x + t * heads * headDim * 4;
+      const at = t === 0 ? x : x + t * heads * headDim * 4; // (no new double in decode)
       this.#ropeAt(at, end - t, heads, headDim, ropeDims, pos[t], freqBase, freqFactors, neox);
     }
   }
@@ -467,12 +467,13 @@ export class Kernels {
     kvDim: number,
     slotRows: number,
   ): void {
-    const pos = this.#ints(positions, tokens, 0), sl = this.#ints(slots, tokens, 2);
+    const pos = this.#ints(positions, tokens), sl = this.#ints(slots, tokens);
     const rowBytes = kvDim * (cacheType === WeightType.F16 ? 2 : 4);
     for (let t = 0, end = 0; t < tokens; t = end) {
       end = this.#run(pos, sl, t, tokens, slotRows);
-      const slotCache = cache + sl[t] * slotRows * rowBytes;
-      this.#storeKvAt(cacheType, slotCache, src + t * kvDim * 4, pos[t], end - t, kvDim);
+      const slotCache = sl[t] === 0 ? cache : cache + sl[t] * slotRows * rowBytes;
+      const from = t === 0 ? src : src + t * kvDim * 4;
+      this.#storeKvAt(cacheType, slotCache, from, pos[t], end - t, kvDim);
     }
   }
 
@@ -493,20 +494,24 @@ export class Kernels {
     slotRows: number,
     window: number,
   ): void {
-    if (window !== 0) {
-      throw new RangeError("sliding-window attention needs the native positions ABI");
+    const pos = this.#ints(positions, tokens), sl = this.#ints(slots, tokens);
+    // A window cuts nothing while every position is below it.
+    for (let t = 0; window > 0 && t < tokens; t++) {
+      if (pos[t] >= window) {
+        throw new RangeError("sliding-window attention needs the native positions ABI");
+      }
     }
-    const pos = this.#ints(positions, tokens, 0), sl = this.#ints(slots, tokens, 2);
     const slotBytes = slotRows * kvHeads * headDim * (cacheType === WeightType.F16 ? 2 : 4);
     const rowBytes = heads * headDim * 4;
     for (let t = 0, end = 0; t < tokens; t = end) {
       end = this.#run(pos, sl, t, tokens, slotRows);
-      const k = kCache + sl[t] * slotBytes, v = vCache + sl[t] * slotBytes;
-      const n = end - t;
+      const first = sl[t] === 0, n = end - t;
+      const k = first ? kCache : kCache + sl[t] * slotBytes;
+      const v = first ? vCache : vCache + sl[t] * slotBytes;
       this.#attentionAt(
         cacheType,
-        out + t * rowBytes,
-        q + t * rowBytes,
+        t === 0 ? out : out + t * rowBytes,
+        t === 0 ? q : q + t * rowBytes,
         k,
         v,
         n,
@@ -562,7 +567,7 @@ export class Kernels {
     checkCount("count", count);
     checkCount("rowLength", rowLength);
     checkCount("rowCount", rowCount);
-    const idView = new Int32Array(this.#native.view(ids, count * 4));
+    const idView = this.#ints(ids, count);
     for (let i = 0; i < count; i++) {
       const id = idView[i];
       if (id < 0 || id >= rowCount) {

@@ -288,9 +288,11 @@ export class Context {
         this.#outRows[R++] = i;
       }
     }
-    this.#tokens.set(batch.tokens.subarray(0, n));
-    this.#positions.set(batch.positions.subarray(0, n));
-    this.#slots.set(batch.slots.subarray(0, n));
+    for (let i = 0; i < n; i++) { // a loop, not `set(subarray)`: no views allocated
+      this.#tokens[i] = batch.tokens[i];
+      this.#positions[i] = batch.positions[i];
+      this.#slots[i] = batch.slots[i];
+    }
 
     const k = this.kernels;
     this.#logitsCount = 0;

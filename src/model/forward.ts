@@ -138,11 +138,11 @@ export function forward(
     // Attention block.
     k.rmsnorm(xb, x, L.attnNorm.address, E, T, eps); // xb [T][E]
     if (L.wqkv !== undefined) {
-      const heads = H + 2 * Hkv, [qi, ki, vi] = b.qkvIds;
+      const heads = H + 2 * Hkv, ids = b.qkvIds; // (indexing: no iterator allocated)
       k.matmul(L.wqkv.type, b.qkv, L.wqkv.address, xb, Q + 2 * KV, E, T); // qkv [T][Q+2KV]
-      k.getRows(F32, q, b.qkv, qi, T * H, D, T * heads); // q [T][H·D]
-      k.getRows(F32, kk, b.qkv, ki, T * Hkv, D, T * heads); // k [T][Hkv·D]
-      k.getRows(F32, v, b.qkv, vi, T * Hkv, D, T * heads); // v [T][Hkv·D]
+      k.getRows(F32, q, b.qkv, ids[0], T * H, D, T * heads); // q [T][H·D]
+      k.getRows(F32, kk, b.qkv, ids[1], T * Hkv, D, T * heads); // k [T][Hkv·D]
+      k.getRows(F32, v, b.qkv, ids[2], T * Hkv, D, T * heads); // v [T][Hkv·D]
     } else {
       k.matmul(L.wq!.type, q, L.wq!.address, xb, Q, E, T); // q [T][H·D]
       k.matmul(L.wk!.type, kk, L.wk!.address, xb, KV, E, T); // k [T][Hkv·D]
@@ -167,10 +167,10 @@ export function forward(
     // Feed-forward block (gated: SwiGLU, or GELU-tanh for Gemma).
     k.rmsnorm(xb, x, L.ffnNorm.address, E, T, eps); // xb [T][E]
     if (L.wGate === undefined) {
-      const [gi, ui] = b.gateUpIds;
+      const ids = b.gateUpIds;
       k.matmul(L.wUp.type, b.gateUp, L.wUp.address, xb, 2 * F, E, T); // gateUp [T][2F]
-      k.getRows(F32, gate, b.gateUp, gi, T, F, 2 * T); // gate [T][F]
-      k.getRows(F32, up, b.gateUp, ui, T, F, 2 * T); // up [T][F]
+      k.getRows(F32, gate, b.gateUp, ids[0], T, F, 2 * T); // gate [T][F]
+      k.getRows(F32, up, b.gateUp, ids[1], T, F, 2 * T); // up [T][F]
     } else {
       k.matmul(L.wGate.type, gate, L.wGate.address, xb, F, E, T); // gate [T][F]
       k.matmul(L.wUp.type, up, L.wUp.address, xb, F, E, T); // up [T][F]

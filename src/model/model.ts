@@ -58,14 +58,21 @@ export class Model {
   /**
    * A model over an already parsed GGUF whose byte 0 is at native address
    * `base` (the caller keeps that memory alive; `file`, if given, is closed
-   * by {@linkcode close}).
+   * by {@linkcode close}). `architecture` overrides the table's entry for
+   * `general.architecture` (to try an entry before it joins the table).
    */
-  constructor(native: Native, gguf: Gguf, base: number, file?: MappedFile) {
+  constructor(
+    native: Native,
+    gguf: Gguf,
+    base: number,
+    file?: MappedFile,
+    architecture?: Architecture,
+  ) {
     this.native = native;
     this.gguf = gguf;
     this.#file = file;
     this.config = readModelConfig(gguf);
-    this.architecture = architectureOf(this.config.architecture);
+    this.architecture = architecture ?? architectureOf(this.config.architecture);
     this.weights = bindWeights(gguf, this.config, base, this.architecture);
     const c = this.config;
     this.layerWindows = Int32Array.from(
