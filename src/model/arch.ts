@@ -197,3 +197,52 @@ export function architectureOf(name: string): Architecture {
   }
   return arch;
 }
+
+/**
+ * One line naming what distinguishes a model of `arch` (for `dotllm run`'s
+ * summary): head layout, RoPE style and base, windows, activation and the
+ * optional steps it runs.
+ *
+ * @example
+ * ```ts
+ * import { architectureOf, describeArchitecture } from "./arch.ts";
+ * const shape = {
+ *   embeddingLength: 640, headDim: 256, headCount: 4, blockCount: 18, slidingWindow: 512,
+ *   slidingWindowPattern: 0, ropeFreqBase: 1e6, ropeFreqBaseSwa: 10000,
+ * };
+ * console.log(describeArchitecture(architectureOf("gemma3"), shape, 1));
+ * // gemma3: 4 heads / 1 KV × 256, NeoX rope 1000000, sliding window 512 on 15 of 18 layers
+ * // (rope 10000), GELU-tanh, Q/K norms, post norms, embeddings ×25.3
+ * ```
+ */
+export function describeArchitecture(
+  arch: Architecture,
+  shape: ArchitectureShape,
+  headCountKv: number,
+): string {
+  const parts = [
+    `${shape.headCount} heads / ${headCountKv} KV × ${shape.headDim}`,
+    `${arch.rope === "neox" ? "NeoX" : "normal"} rope ${shape.ropeFreqBase}`,
+  ];
+  const windowed = Array.from({ length: shape.blockCount }, (_, l) => l)
+    .filter((l) => arch.layerWindow(shape, l) > 0);
+  if (windowed.length > 0) {
+    const bases = new Set(windowed.map((l) => arch.layerRopeBase(shape, l)));
+    const base = bases.size === 1 && !bases.has(shape.ropeFreqBase)
+      ? ` (rope ${[...bases][0]})`
+      : "";
+    parts.push(
+      `sliding window ${arch.layerWindow(shape, windowed[0])} on ${windowed.length} of ` +
+        `${shape.blockCount} layers${base}`,
+    );
+  }
+  parts.push(arch.activation === "gelu_tanh" ? "GELU-tanh" : "SiLU");
+  if (arch.qkvBias !== "none") parts.push("Q/K/V biases");
+  if (arch.qkNorm !== "none") parts.push("Q/K norms");
+  if (arch.postAttentionNorm !== "none") parts.push("post norms");
+  if (arch.fusedQkv) parts.push("fused QKV");
+  if (arch.fusedGateUp) parts.push("fused gate+up");
+  const e = arch.embeddingScale(shape);
+  if (e !== 1) parts.push(`embeddings ×${e.toFixed(1)}`);
+  return `${arch.name}: ${parts.join(", ")}`;
+}

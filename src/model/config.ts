@@ -151,6 +151,13 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
   ) {
     throw new ModelError(`unsupported RoPE scaling "${String(scaling)}" (${a}.rope.scaling.type)`);
   }
+  // Gemma 2-style logit soft-capping (tanh) has no kernel: refuse it rather than ignore it.
+  const softcap = gguf.metadata.get(`${a}.final_logit_softcapping`);
+  if (softcap !== undefined && softcap !== 0) {
+    throw new ModelError(
+      `unsupported final logit soft-capping ${String(softcap)} (${a}.final_logit_softcapping)`,
+    );
+  }
   const embd = gguf.tensorsByName.get("token_embd.weight");
   if (embd === undefined) throw new ModelError(`missing tensor "token_embd.weight"`);
   const vocabSize = embd.dims[1] ?? 1;
