@@ -102,6 +102,10 @@ const CASES: {
   threads?: number[];
   /** Run on the scalar TypeScript reference kernels (ops the Zig kernels lack yet). */
   reference?: boolean;
+  /** Prefill batch (default 512); a small one makes the sliding-window rings wrap. */
+  batchSize?: number;
+  /** The KV cache bytes the context must report (the rings' size, not the context's). */
+  kvCacheBytes?: number;
   /** Why the test cannot run yet (the architecture table of issue 12 is not merged). */
   pending?: string;
 }[] = [
@@ -136,6 +140,17 @@ const CASES: {
     reference: true,
   })),
   {
+    // Batches of 16: the five sliding layers keep rings of 64 + 16 - 1 = 79 rows, which the
+    // 313-token prompt wraps four times. K+V, F16: 2 × 2 bytes × 256 × (5 × 79 + 4096) rows.
+    shape: "gemma3-tiny",
+    type: "f32",
+    golden: "gemma3-tiny-f32.greedy.json",
+    tolerance: 0.01,
+    reference: true,
+    batchSize: 16,
+    kvCacheBytes: 2 * 2 * 256 * (5 * 79 + 4096),
+  },
+  {
     shape: "phi3-tiny",
     type: "f32",
     golden: "phi3-tiny-f32.ctx8192.greedy.json", // past the original context: the long factors
@@ -160,7 +175,8 @@ const CASES: {
 for (const c of CASES) {
   const name = `${c.shape}-${c.type}.gguf`;
   Deno.test({
-    name: `golden: synthetic ${name}${c.golden.includes("ctx") ? ` (${c.golden})` : ""}: ` +
+    name: `golden: synthetic ${name}${c.golden.includes("ctx") ? ` (${c.golden})` : ""}` +
+      `${c.batchSize ? ` in batches of ${c.batchSize} (sliding-window rings wrap)` : ""}: ` +
       `greedy ids and top-5 logits = llama.cpp's (±${c.tolerance})` +
       (c.reference
         ? ", reference kernels"
@@ -188,7 +204,13 @@ for (const c of CASES) {
       for (const threads of c.reference ? [1] : c.threads ?? [1, 2]) {
         const native = loadNative();
         const kernels = c.reference ? new ReferenceKernels(native) : undefined; // close() no-op
-        using model = LlamaModel.load(path, { threads, kernels, contextSize: golden.n_ctx });
+        using model = LlamaModel.load(path, {
+          threads,
+          kernels,
+          contextSize: golden.n_ctx,
+          batchSize: c.batchSize,
+        });
+        if (c.kvCacheBytes !== undefined) assert.equal(model.memory.kvCacheBytes, c.kvCacheBytes);
         const r = compare(model, golden, c.tolerance);
         console.log(
           `${name} ${c.reference ? "reference kernels" : `-t ${threads}`}: max top-5 logit error ${

@@ -146,6 +146,8 @@ export class Context {
       slots,
       slotRows: this.contextSize,
       cacheType,
+      windows: model.layerWindows,
+      batchSize: this.batchSize,
     });
     try {
       const f32 = (n: number) => this.#alloc(n * 4).address;

@@ -27,11 +27,14 @@ export interface ForwardModel {
   readonly layerRopeBases: Float64Array;
 }
 
-/** The KV cache layout: per layer `[slots][slotRows][kvDim]` of `cacheType`. */
+/** The KV cache layout: per layer `[slots][rows(l)][kvDim]` of `cacheType`. */
 export interface ForwardCache {
   /** 0 = F32, 1 = F16. */
   readonly cacheTypeId: number;
+  /** Positions per slot (the context). */
   readonly slotRows: number;
+  /** Rows per slot of layer `l`: `slotRows`, or a ring for a sliding-window layer. */
+  rows(layer: number): number;
   /** Address of layer `l`'s K cache. */
   kAddress(layer: number): number;
   /** Address of layer `l`'s V cache. */
@@ -111,11 +114,11 @@ export function forward(
   const F = c.feedForwardLength;
   const eps = c.rmsEpsilon;
   const ct = cache.cacheTypeId;
-  const rows = cache.slotRows;
+  const contextRows = cache.slotRows;
   const neox = arch.rope === "neox";
   // LongRoPE (Phi-3): the long factors when a sequence may run past the original context
   // (llama.cpp: n_ctx_seq > n_ctx_orig_yarn), else the short ones; Llama 3's rope_freqs otherwise.
-  const factors = w.ropeFactorsLong && rows > c.ropeOriginalContextLength
+  const factors = w.ropeFactorsLong && contextRows > c.ropeOriginalContextLength
     ? w.ropeFactorsLong
     : w.ropeFactorsShort ?? w.ropeFreqs;
   const freqs = factors?.address ?? 0;
@@ -134,6 +137,7 @@ export function forward(
     const L = w.layers[l];
     const kCache = cache.kAddress(l); // [slots][rows][KV]
     const vCache = cache.vAddress(l); // [slots][rows][KV]
+    const rows = cache.rows(l); // the context, or a ring for a sliding-window layer
 
     // Attention block.
     k.rmsnorm(xb, x, L.attnNorm.address, E, T, eps); // xb [T][E]
