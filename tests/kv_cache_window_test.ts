@@ -5,8 +5,10 @@
  * keeping a prefix whose window is gone.
  */
 import assert from "node:assert/strict";
-import { KvCache } from "../src/model/mod.ts";
+import { parseGguf } from "../src/gguf/reader.ts";
+import { architectureOf, KvCache, readModelConfig } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
+import { ensureGemma3 } from "./_gemma.ts";
 
 Deno.test("KvCache: sliding layers are rings of window + batch - 1 rows; full layers the context", () => {
   const native = loadNative();
@@ -53,5 +55,38 @@ Deno.test("KvCache: without windows every layer holds the context and any prefix
     assert.deepEqual(Array.from(cache.history(0)), [0]);
   } finally {
     cache.free();
+  }
+});
+
+Deno.test("KvCache: Gemma 3 270M at -c 8192 holds no more than llama.cpp's iSWA cache (39 MiB)", async () => {
+  const native = loadNative();
+  const file = native.mapFile(await ensureGemma3());
+  try {
+    const gguf = parseGguf(file.bytes);
+    const config = readModelConfig(gguf);
+    const arch = architectureOf(config.architecture);
+    const windows = Array.from(
+      { length: config.blockCount },
+      (_, l) => arch.layerWindow(config, l),
+    );
+    assert.equal(windows.filter((w) => w === 512).length, 15);
+    const cache = new KvCache(native, { layers: config.blockCount, kvDim: 256 }, {
+      slots: 1,
+      slotRows: 8192,
+      cacheType: "f16",
+      windows,
+      batchSize: 512,
+    });
+    try {
+      // llama.cpp (reference build, llama-cli/-server defaults, swa_full off) reports at load:
+      // "size = 24.00 MiB (8192 cells, 3 layers)" and "size = 15.00 MiB (1024 cells, 15 layers)".
+      const llamaCppBytes = (24 + 15) * 2 ** 20;
+      assert.equal(cache.byteLength, 2 * 2 * 256 * (3 * 8192 + 15 * 1023));
+      assert.ok(cache.byteLength <= llamaCppBytes, `${cache.byteLength} > ${llamaCppBytes}`);
+    } finally {
+      cache.free();
+    }
+  } finally {
+    file.close();
   }
 });
