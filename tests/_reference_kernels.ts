@@ -220,7 +220,7 @@ export class ReferenceKernels implements ModelKernels {
       else if (x >= 10) y = x;
       else {
         const h = Math.f16round(x);
-        const inner = f(f(0.7978845608028654 * h) * f(1 + f(f(0.044715 * h) * h)));
+        const inner = f(f(f(0.7978845608028654) * h) * f(1 + f(f(f(0.044715) * h) * h)));
         y = Math.f16round(f(f(0.5 * h) * f(1 + Math.tanh(inner))));
       }
       o[i] = y * u[i];
