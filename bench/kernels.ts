@@ -14,7 +14,8 @@
 import { parseArgs } from "node:util";
 import process from "node:process";
 import { bench, do_not_optimize, run } from "mitata";
-import { Kernels, quantizeQ8_0, WeightType } from "../src/kernels/mod.ts";
+import { Kernels, quantizeQ8_0 } from "../src/kernels/mod.ts";
+import { GgmlType } from "../src/gguf/mod.ts";
 import { loadNative, type NativeBuffer } from "../src/native/mod.ts";
 
 const { values } = parseArgs({
@@ -44,13 +45,13 @@ function random(n: number, seed: number): Float32Array {
 
 function weights(type: number): NativeBuffer {
   const w = random(M * K, 1);
-  if (type === WeightType.Q8_0) {
+  if (type === GgmlType.Q8_0) {
     const q = quantizeQ8_0(native, w);
     const b = native.alloc(q.length);
     b.bytes().set(q);
     return b;
   }
-  if (type === WeightType.F16) {
+  if (type === GgmlType.F16) {
     const b = native.alloc(M * K * 2);
     new Float16Array(b.buffer).set(w);
     return b;
@@ -76,9 +77,9 @@ const x = native.alloc(N * K * 4);
 x.f32().set(random(N * K, 2));
 const out = native.alloc(N * M * 4);
 const typeNames: Array<[number, string, number]> = [
-  [WeightType.Q8_0, "q8_0", (M * K / 32) * 34],
-  [WeightType.F16, "f16", M * K * 2],
-  [WeightType.F32, "f32", M * K * 4],
+  [GgmlType.Q8_0, "q8_0", (M * K / 32) * 34],
+  [GgmlType.F16, "f16", M * K * 2],
+  [GgmlType.F32, "f32", M * K * 4],
 ];
 for (const [type, typeName, bytes] of typeNames) {
   const w = weights(type);
@@ -105,17 +106,18 @@ const heads = 32, kvHeads = 8, headDim = 64, seq = 128;
 const q = native.alloc(heads * headDim * 4);
 q.f32().set(random(heads * headDim, 3));
 const attnOut = native.alloc(heads * headDim * 4);
+const lastPosition = native.alloc(4);
+new Int32Array(lastPosition.buffer)[0] = seq - 1;
+const slotZero = native.alloc(4);
 for (
-  const [cacheType, cacheName, size] of [[WeightType.F16, "f16", 2], [
-    WeightType.F32,
+  const [cacheType, cacheName, size] of [[GgmlType.F16, "f16", 2], [
+    GgmlType.F32,
     "f32",
     4,
   ]] as Array<
     [number, string, number]
   >
 ) {
-  const lastPosition = native.alloc(64), slotZero = native.alloc(64);
-  new Int32Array(lastPosition.buffer)[0] = seq - 1;
   const kc = native.alloc(seq * kvHeads * headDim * size);
   const vc = native.alloc(seq * kvHeads * headDim * size);
   const kv = random(seq * kvHeads * headDim, 4);
@@ -147,6 +149,7 @@ for (
           1 / 8,
           seq,
           0,
+          1,
         ),
     });
   }

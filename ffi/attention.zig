@@ -1,8 +1,14 @@
-//! Causal multi-head attention over a KV cache (F32 or F16), GQA/MQA/MHA.
+//! Causal multi-head attention over a KV cache (F32 or F16), GQA/MQA/MHA, for a batch
+//! whose tokens may belong to different sequences.
 //!
-//! q: [tokens][heads·head_dim] f32, already roped. k, v: [ctx][kv_heads·head_dim] of
-//! the cache type, holding positions 0 .. pos_start + tokens - 1. Token t attends to
-//! positions 0 ..= pos_start + t. Query head h reads KV head h / (heads / kv_heads).
+//! q: [tokens][heads·head_dim] f32, already roped. k, v: [slot_count·slot_rows]
+//! [kv_heads·head_dim] of the cache type: each sequence (slot) owns `slot_rows` rows, and
+//! position p of slot s lives in row `s·slot_rows + p % slot_rows` (a ring when a
+//! sliding window keeps fewer rows than the context). Token t, at `positions[t]` of
+//! slot `slots[t]`, attends its own slot's positions [lo, positions[t]], lo = 0 or,
+//! with a sliding `window` > 0, positions[t] - window + 1. Query head h reads KV head
+//! h / (heads / kv_heads). A token's result depends only on its own query and its
+//! slot's rows, never on the other tokens of the batch.
 //!
 //! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads
 //! (later tokens see more keys; dynamic claiming balances a prefill). Each unit is
@@ -27,18 +33,30 @@ pub const key_block = 64;
 /// Below this many (token, key, dim) multiply-adds attention runs on the calling thread.
 pub const parallel_threshold: usize = 1 << 15;
 
-fn Job(comptime T: type) type {
+pub fn Job(comptime T: type) type {
     return struct {
         out: [*]f32,
         q: [*]const f32,
         k: [*]const T,
         v: [*]const T,
+        positions: [*]const i32,
+        slots: [*]const i32,
         tokens: usize,
-        pos_start: usize,
         heads: usize,
         kv_heads: usize,
         head_dim: usize,
+        /// Cache rows per slot.
+        slot_rows: usize,
+        /// 0: full causal attention; else the sliding window in positions.
+        window: usize,
         scale: f32,
+
+        /// The first position token t sees, and how many.
+        fn keyRange(job: *const @This(), t: usize) struct { first: usize, count: usize } {
+            const pos: usize = @intCast(job.positions[t]);
+            const first = if (job.window > 0 and pos + 1 > job.window) pos + 1 - job.window else 0;
+            return .{ .first = first, .count = pos + 1 - first };
+        }
     };
 }
 
@@ -90,9 +108,11 @@ fn attendUnit(comptime T: type, comptime head_dim_fixed: ?usize, job: *const Job
     const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
     const group = job.heads / job.kv_heads;
-    const keys = job.pos_start + t + 1;
-    const k_base = job.k + g * head_dim;
-    const v_base = job.v + g * head_dim;
+    const range = job.keyRange(t);
+    const keys = range.count;
+    const slot_base = @as(usize, @intCast(job.slots[t])) * job.slot_rows;
+    const k_base = job.k + slot_base * kv_dim + g * head_dim;
+    const v_base = job.v + slot_base * kv_dim + g * head_dim;
     var h0 = g * group;
     while (h0 < (g + 1) * group) : (h0 += heads_per_pass) {
         const n_heads = @min(heads_per_pass, (g + 1) * group - h0);
@@ -106,8 +126,16 @@ fn attendUnit(comptime T: type, comptime head_dim_fixed: ?usize, job: *const Job
         var p0: usize = 0;
         while (p0 < keys) : (p0 += key_block) {
             const count = @min(key_block, keys - p0);
+            // Cache rows of this block's keys: consecutive, wrapping at the ring's end.
+            var rows: [key_block]usize = undefined;
+            var next_row = (range.first + p0) % job.slot_rows;
             for (0..count) |i| {
-                const k = rowF32(T, k_base + (p0 + i) * kv_dim, head_dim, row_buffer[0..].ptr);
+                rows[i] = next_row;
+                next_row += 1;
+                if (next_row == job.slot_rows) next_row = 0;
+            }
+            for (0..count) |i| {
+                const k = rowF32(T, k_base + rows[i] * kv_dim, head_dim, row_buffer[0..].ptr);
                 for (0..n_heads) |h| (&scores[h])[i] = dot(f32, q + h * head_dim, k, head_dim) * job.scale;
             }
             for (0..n_heads) |h| {
@@ -129,7 +157,7 @@ fn attendUnit(comptime T: type, comptime head_dim_fixed: ?usize, job: *const Job
                 scaleInPlace(&acc[h], keep, head_dim);
             }
             for (0..count) |i| {
-                const v = rowF32(T, v_base + (p0 + i) * kv_dim, head_dim, row_buffer[0..].ptr);
+                const v = rowF32(T, v_base + rows[i] * kv_dim, head_dim, row_buffer[0..].ptr);
                 for (0..n_heads) |h| axpy(&acc[h], (&scores[h])[i], v, head_dim);
             }
         }
@@ -158,7 +186,9 @@ pub fn attention(comptime T: type, pool: *Pool, job: Job(T)) Status {
             attendRange(T, j, begin, end);
         }
     };
-    const work = job.tokens * (job.pos_start + job.tokens) * job.heads * job.head_dim;
+    var keys: usize = 0;
+    for (0..job.tokens) |t| keys += job.keyRange(t).count;
+    const work = keys * job.heads * job.head_dim;
     return pool.run(Job(T), &job, Runner.run, job.tokens * job.kv_heads, 1, work, parallel_threshold);
 }
 
@@ -169,11 +199,14 @@ pub fn reference(comptime T: type, job: Job(T), scores: []f32) void {
     for (0..job.tokens) |t| for (0..job.heads) |h| {
         const g = h / group;
         const q = job.q + (t * job.heads + h) * job.head_dim;
-        const keys = job.pos_start + t + 1;
+        const range = job.keyRange(t);
+        const keys = range.count;
+        const slot_base = @as(usize, @intCast(job.slots[t])) * job.slot_rows;
         var max: f32 = -std.math.inf(f32);
         for (0..keys) |p| {
+            const row = slot_base + (range.first + p) % job.slot_rows;
             var s: f32 = 0;
-            for (0..job.head_dim) |i| s += q[i] * simd.toF32(T, job.k[p * kv_dim + g * job.head_dim + i]);
+            for (0..job.head_dim) |i| s += q[i] * simd.toF32(T, job.k[row * kv_dim + g * job.head_dim + i]);
             scores[p] = s * job.scale;
             max = @max(max, scores[p]);
         }
@@ -185,21 +218,13 @@ pub fn reference(comptime T: type, job: Job(T), scores: []f32) void {
         const out = job.out + (t * job.heads + h) * job.head_dim;
         for (0..job.head_dim) |i| {
             var o: f32 = 0;
-            for (0..keys) |p| o += scores[p] / sum * simd.toF32(T, job.v[p * kv_dim + g * job.head_dim + i]);
+            for (0..keys) |p| {
+                const row = slot_base + (range.first + p) % job.slot_rows;
+                o += scores[p] / sum * simd.toF32(T, job.v[row * kv_dim + g * job.head_dim + i]);
+            }
             out[i] = o;
         }
     };
-}
-
-// ---------------------------------------------------------------------------
-// Exports
-
-export fn dotllm_attention_f32(pool: *Pool, out: [*]f32, q: [*]const f32, k: [*]const f32, v: [*]const f32, tokens: usize, pos_start: usize, heads: usize, kv_heads: usize, head_dim: usize, scale: f32) i32 {
-    return @intFromEnum(attention(f32, pool, .{ .out = out, .q = q, .k = k, .v = v, .tokens = tokens, .pos_start = pos_start, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .scale = scale }));
-}
-
-export fn dotllm_attention_f16(pool: *Pool, out: [*]f32, q: [*]const f32, k: [*]const f16, v: [*]const f16, tokens: usize, pos_start: usize, heads: usize, kv_heads: usize, head_dim: usize, scale: f32) i32 {
-    return @intFromEnum(attention(f16, pool, .{ .out = out, .q = q, .k = k, .v = v, .tokens = tokens, .pos_start = pos_start, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .scale = scale }));
 }
 
 // ---------------------------------------------------------------------------
@@ -233,7 +258,15 @@ fn testShape(comptime T: type, tokens: usize, pos_start: usize, heads: usize, kv
     const scores = try allocator.alloc(f32, ctx);
     defer allocator.free(scores);
     const scale = 1.0 / @sqrt(@as(f32, @floatFromInt(head_dim)));
-    const base: Job(T) = .{ .out = expected.ptr, .q = q.ptr, .k = k.ptr, .v = v.ptr, .tokens = tokens, .pos_start = pos_start, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .scale = scale };
+    const positions = try allocator.alloc(i32, tokens);
+    defer allocator.free(positions);
+    const slots = try allocator.alloc(i32, tokens);
+    defer allocator.free(slots);
+    for (positions, slots, 0..) |*p, *s, t| {
+        p.* = @intCast(pos_start + t);
+        s.* = 0;
+    }
+    const base: Job(T) = .{ .out = expected.ptr, .q = q.ptr, .k = k.ptr, .v = v.ptr, .positions = positions.ptr, .slots = slots.ptr, .tokens = tokens, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .slot_rows = ctx, .window = 0, .scale = scale };
     reference(T, base, scores);
     var job = base;
     job.out = actual.ptr;
@@ -271,10 +304,67 @@ test "the head_dim-specialised attention equals the generic one bit for bit" {
         for (kv) |*x| x.* = @floatCast(prng.random().floatNorm(f32));
         var fixed: [heads * head_dim]f32 = undefined;
         var generic: [heads * head_dim]f32 = undefined;
-        var job: Job(f16) = .{ .out = &fixed, .q = q.ptr, .k = kv.ptr, .v = kv.ptr, .tokens = 1, .pos_start = ctx - 1, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .scale = 0.1 };
+        const position = [_]i32{ctx - 1};
+        const slot = [_]i32{0};
+        var job: Job(f16) = .{ .out = &fixed, .q = q.ptr, .k = kv.ptr, .v = kv.ptr, .positions = &position, .slots = &slot, .tokens = 1, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .slot_rows = ctx, .window = 0, .scale = 0.1 };
         for (0..kv_heads) |g| attendUnit(f16, head_dim, &job, 0, g);
         job.out = &generic;
         for (0..kv_heads) |g| attendUnit(f16, null, &job, 0, g);
         try testing.expectEqualSlices(f32, &generic, &fixed);
+    }
+}
+
+test "a batch mixing slots, windows and ring rows gives each token what it gets alone" {
+    const allocator = testing.allocator;
+    const heads = 4;
+    const kv_heads = 2;
+    const head_dim = 16;
+    const kv_dim = kv_heads * head_dim;
+    const slot_rows = 80;
+    const slot_count = 3;
+    var prng = std.Random.DefaultPrng.init(11);
+    const random = prng.random();
+    const k = try allocator.alloc(f32, slot_count * slot_rows * kv_dim);
+    defer allocator.free(k);
+    const v = try allocator.alloc(f32, k.len);
+    defer allocator.free(v);
+    for (k, v) |*a, *b| {
+        a.* = random.floatNorm(f32);
+        b.* = random.floatNorm(f32);
+    }
+    // Slot 0 decodes at 5, slot 2 prefills 130..133 (wrapping its ring), slot 1 at 79.
+    const positions = [_]i32{ 5, 130, 131, 132, 133, 79 };
+    const slots = [_]i32{ 0, 2, 2, 2, 2, 1 };
+    const tokens = positions.len;
+    var q: [tokens * heads * head_dim]f32 = undefined;
+    for (&q) |*x| x.* = random.floatNorm(f32);
+    inline for (.{ 0, 48 }) |window| {
+        var together: [q.len]f32 = undefined;
+        const pool = try Pool.create(allocator, 2);
+        defer pool.destroy(allocator);
+        const job: Job(f32) = .{ .out = &together, .q = &q, .k = k.ptr, .v = v.ptr, .positions = &positions, .slots = &slots, .tokens = tokens, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .slot_rows = slot_rows, .window = window, .scale = 0.25 };
+        if (window == 0) {
+            // Full attention needs every position in the ring: only the tokens that fit.
+            var fits = job;
+            fits.tokens = 1;
+            try testing.expectEqual(Status.ok, attention(f32, pool, fits));
+        } else try testing.expectEqual(Status.ok, attention(f32, pool, job));
+        const checked = if (window == 0) 1 else tokens;
+        var scores: [slot_rows]f32 = undefined;
+        for (0..checked) |t| {
+            var alone: [heads * head_dim]f32 = undefined;
+            var single = job;
+            single.q = q[t * heads * head_dim ..].ptr;
+            single.positions = positions[t..].ptr;
+            single.slots = slots[t..].ptr;
+            single.tokens = 1;
+            single.out = &alone;
+            try testing.expectEqual(Status.ok, attention(f32, pool, single));
+            try testing.expectEqualSlices(f32, &alone, together[t * heads * head_dim ..][0 .. heads * head_dim]);
+            var expected: [heads * head_dim]f32 = undefined;
+            single.out = &expected;
+            reference(f32, single, &scores);
+            for (expected, alone) |e, a| try testing.expectApproxEqAbs(e, a, 2e-5);
+        }
     }
 }

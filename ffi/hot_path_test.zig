@@ -57,12 +57,15 @@ test "no allocation on the hot path: 100 decode-like steps after reserve" {
     var kv: [8 * dim]f32 = undefined;
     for (&kv) |*v| v.* = prng.random().float(f32);
 
+    const positions = [_]i32{ 4, 5, 6, 7 };
+    const slots = [_]i32{ 0, 0, 0, 0 };
+    std.debug.assert(positions.len >= tokens);
     const calls_after_setup = counting.calls;
     for (0..100) |_| {
         try std.testing.expectEqual(pool_zig.Status.ok, kernels.rmsnorm(pool, &y, &x, &norm, dim, tokens, 1e-5));
         try std.testing.expectEqual(pool_zig.Status.ok, matmul.matmulQ8_0(pool, &y, &weights_q8, &x, dim, dim, tokens));
         try std.testing.expectEqual(pool_zig.Status.ok, matmul.matmulFloat(f32, pool, &y, &weights_f32, &x, dim, dim, tokens));
-        try std.testing.expectEqual(pool_zig.Status.ok, attention.attention(f32, pool, .{ .out = &y, .q = &x, .k = &kv, .v = &kv, .tokens = tokens, .pos_start = 4, .heads = 4, .kv_heads = 2, .head_dim = 16, .scale = 0.25 }));
+        try std.testing.expectEqual(pool_zig.Status.ok, attention.attention(f32, pool, .{ .out = &y, .q = &x, .k = &kv, .v = &kv, .positions = &positions, .slots = &slots, .tokens = tokens, .heads = 4, .kv_heads = 2, .head_dim = 16, .slot_rows = 8, .window = 0, .scale = 0.25 }));
         try std.testing.expectEqual(pool_zig.Status.ok, kernels.swiglu(pool, &y, &x, &x, tokens * dim));
         try std.testing.expectEqual(pool_zig.Status.ok, kernels.add(pool, &y, &y, &x, tokens * dim));
     }

@@ -1,7 +1,7 @@
-//! The small kernels of a transformer layer: RMSNorm, RoPE, SwiGLU, residual add,
-//! softmax, KV-cache stores and embedding row lookup. The vectorised ones (RMSNorm,
-//! SwiGLU, add) are tested against scalar definitions on awkward sizes; RoPE, softmax
-//! and the row conversions are scalar code.
+//! The small kernels of a transformer layer: RMSNorm, RoPE, SwiGLU, residual add and
+//! KV-cache stores (embedding row lookup is the type table's `getRows`). The vectorised ones (RMSNorm,
+//! SwiGLU, add) are tested against scalar definitions on awkward sizes; RoPE and the
+//! KV stores are scalar code.
 //!
 //! Per-token kernels give the pool tokens as work units, element-wise kernels give it
 //! elements in groups of the vector width; either way each output element is computed
@@ -75,13 +75,14 @@ pub fn referenceRmsnorm(out: []f32, x: []const f32, w: []const f32, n: usize, ep
 // ---------------------------------------------------------------------------
 // RoPE
 
-const RopeJob = struct {
+pub const RopeJob = struct {
     x: [*]f32,
+    /// Position of each token.
+    positions: [*]const i32,
     tokens: usize,
     heads: usize,
     head_dim: usize,
     rope_dims: usize,
-    pos_start: usize,
     freq_base: f32,
     freq_factors: ?[*]const f32,
     neox: bool,
@@ -108,7 +109,7 @@ fn ropeRange(job: *const RopeJob, token_begin: usize, token_end: usize) void {
     const cos = cos_buffer[0..half];
     const sin = sin_buffer[0..half];
     for (token_begin..token_end) |t| {
-        ropeAngles(job, job.pos_start + t, cos, sin);
+        ropeAngles(job, @intCast(job.positions[t]), cos, sin);
         for (0..job.heads) |h| {
             const head = job.x + (t * job.heads + h) * job.head_dim;
             for (0..half) |i| {
@@ -175,113 +176,22 @@ pub fn add(pool: *Pool, out: [*]f32, a: [*]const f32, b: [*]const f32, n: usize)
 }
 
 // ---------------------------------------------------------------------------
-// Softmax (in place, one thread: it serves sampling)
-
-pub fn softmax(x: []f32) void {
-    if (x.len == 0) return;
-    var max: f32 = -std.math.inf(f32);
-    for (x) |v| max = @max(max, v);
-    var sum: f64 = 0;
-    for (x) |*v| {
-        v.* = @exp(v.* - max);
-        sum += v.*;
-    }
-    const scale: f32 = @floatCast(1.0 / sum);
-    for (x) |*v| v.* *= scale;
-}
-
-// ---------------------------------------------------------------------------
 // KV cache store and embedding lookup
 
-/// Copies `tokens` rows of `kv_dim` f32 into rows [pos, pos + tokens) of a cache of T.
-pub fn storeKv(comptime T: type, cache: [*]T, src: [*]const f32, pos: usize, tokens: usize, kv_dim: usize) void {
-    const dst = cache[pos * kv_dim ..][0 .. tokens * kv_dim];
-    const from = src[0 .. tokens * kv_dim];
-    switch (T) {
-        f32 => @memcpy(dst, from),
-        f16 => quant.convertF32ToF16(from, dst),
-        else => @compileError("storeKv: unsupported cache type"),
-    }
-}
-
-/// Converts rows `ids[i]` (each `row_length` elements of type T) of `table` to f32 rows of `out`.
-pub fn getRows(comptime T: type, out: [*]f32, table: [*]align(1) const T, ids: [*]const i32, count: usize, row_length: usize) void {
-    const elements_per_row = if (T == quant.BlockQ8_0) row_length / quant.qk8_0 else row_length;
-    for (0..count) |i| {
-        const id: usize = @intCast(ids[i]);
-        const row = table[id * elements_per_row ..][0..elements_per_row];
-        const dst = out[i * row_length ..][0..row_length];
+/// Copies row t of `src` ([tokens][kv_dim] f32) into cache row
+/// `slots[t]·slot_rows + positions[t] % slot_rows` of a cache of T (see `attention.zig`).
+pub fn storeKv(comptime T: type, cache: [*]T, src: [*]const f32, positions: [*]const i32, slots: [*]const i32, tokens: usize, kv_dim: usize, slot_rows: usize) void {
+    for (0..tokens) |t| {
+        const pos: usize = @intCast(positions[t]);
+        const row = @as(usize, @intCast(slots[t])) * slot_rows + pos % slot_rows;
+        const dst = cache[row * kv_dim ..][0..kv_dim];
+        const from = src[t * kv_dim ..][0..kv_dim];
         switch (T) {
-            f32 => for (row, dst) |v, *o| {
-                o.* = v;
-            },
-            f16 => quant.convertF16ToF32(row, dst),
-            u16 => quant.convertBf16ToF32(row, dst),
-            quant.BlockQ8_0 => quant.dequantizeRowQ8_0(row, dst),
-            else => @compileError("getRows: unsupported type"),
+            f32 => @memcpy(dst, from),
+            f16 => quant.convertF32ToF16(from, dst),
+            else => @compileError("storeKv: unsupported cache type"),
         }
     }
-}
-
-// ---------------------------------------------------------------------------
-// Exports
-
-export fn dotllm_rmsnorm_f32(pool: *Pool, out: [*]f32, x: [*]const f32, w: [*]const f32, n: usize, tokens: usize, eps: f32) i32 {
-    std.debug.assert(n > 0);
-    return @intFromEnum(rmsnorm(pool, out, x, w, n, tokens, eps));
-}
-
-/// RoPE in place on x[tokens][heads][head_dim]; `freq_factors` is 0 or rope_dims/2 f32;
-/// `neox` 0 rotates adjacent pairs (llama), 1 rotates (i, i + rope_dims/2).
-export fn dotllm_rope_f32(pool: *Pool, x: [*]f32, tokens: usize, heads: usize, head_dim: usize, rope_dims: usize, pos_start: usize, freq_base: f32, freq_factors: usize, neox: u32) i32 {
-    return @intFromEnum(rope(pool, .{
-        .x = x,
-        .tokens = tokens,
-        .heads = heads,
-        .head_dim = head_dim,
-        .rope_dims = rope_dims,
-        .pos_start = pos_start,
-        .freq_base = freq_base,
-        .freq_factors = if (freq_factors == 0) null else @ptrFromInt(freq_factors),
-        .neox = neox != 0,
-    }));
-}
-
-export fn dotllm_swiglu_f32(pool: *Pool, out: [*]f32, gate: [*]const f32, up: [*]const f32, n: usize) i32 {
-    return @intFromEnum(swiglu(pool, out, gate, up, n));
-}
-
-export fn dotllm_add_f32(pool: *Pool, out: [*]f32, a: [*]const f32, b: [*]const f32, n: usize) i32 {
-    return @intFromEnum(add(pool, out, a, b, n));
-}
-
-export fn dotllm_softmax_f32(x: [*]f32, n: usize) void {
-    softmax(x[0..n]);
-}
-
-export fn dotllm_store_kv_f32(cache: [*]f32, src: [*]const f32, pos: usize, tokens: usize, kv_dim: usize) void {
-    storeKv(f32, cache, src, pos, tokens, kv_dim);
-}
-
-export fn dotllm_store_kv_f16(cache: [*]f16, src: [*]const f32, pos: usize, tokens: usize, kv_dim: usize) void {
-    storeKv(f16, cache, src, pos, tokens, kv_dim);
-}
-
-export fn dotllm_get_rows_f32(out: [*]f32, table: [*]align(1) const f32, ids: [*]const i32, count: usize, row_length: usize) void {
-    getRows(f32, out, table, ids, count, row_length);
-}
-
-export fn dotllm_get_rows_f16(out: [*]f32, table: [*]align(1) const f16, ids: [*]const i32, count: usize, row_length: usize) void {
-    getRows(f16, out, table, ids, count, row_length);
-}
-
-export fn dotllm_get_rows_bf16(out: [*]f32, table: [*]align(1) const u16, ids: [*]const i32, count: usize, row_length: usize) void {
-    getRows(u16, out, table, ids, count, row_length);
-}
-
-export fn dotllm_get_rows_q8_0(out: [*]f32, table: [*]align(1) const quant.BlockQ8_0, ids: [*]const i32, count: usize, row_length: usize) void {
-    std.debug.assert(row_length % quant.qk8_0 == 0);
-    getRows(quant.BlockQ8_0, out, table, ids, count, row_length);
 }
 
 // ---------------------------------------------------------------------------
@@ -330,23 +240,25 @@ test "rope rotates adjacent pairs and neox halves, preserving norms" {
     const original = x;
     const pool = try Pool.create(testing.allocator, 1);
     defer pool.destroy(testing.allocator);
+    const zero = [_]i32{0};
+    const one = [_]i32{1};
     // Position 0 is the identity.
-    try testing.expectEqual(Status.ok, rope(pool, .{ .x = &x, .tokens = 1, .heads = 2, .head_dim = head_dim, .rope_dims = head_dim, .pos_start = 0, .freq_base = 10000, .freq_factors = null, .neox = false }));
+    try testing.expectEqual(Status.ok, rope(pool, .{ .x = &x, .positions = &zero, .tokens = 1, .heads = 2, .head_dim = head_dim, .rope_dims = head_dim, .freq_base = 10000, .freq_factors = null, .neox = false }));
     try testing.expectEqualSlices(f32, &original, &x);
     // Position 1, pair 0 rotates by exactly 1 radian.
-    try testing.expectEqual(Status.ok, rope(pool, .{ .x = &x, .tokens = 1, .heads = 2, .head_dim = head_dim, .rope_dims = 4, .pos_start = 1, .freq_base = 10000, .freq_factors = null, .neox = false }));
+    try testing.expectEqual(Status.ok, rope(pool, .{ .x = &x, .positions = &one, .tokens = 1, .heads = 2, .head_dim = head_dim, .rope_dims = 4, .freq_base = 10000, .freq_factors = null, .neox = false }));
     try testing.expectApproxEqAbs(1 * @cos(@as(f32, 1)) - 2 * @sin(@as(f32, 1)), x[0], 1e-6);
     try testing.expectApproxEqAbs(1 * @sin(@as(f32, 1)) + 2 * @cos(@as(f32, 1)), x[1], 1e-6);
     try testing.expectEqual(original[4], x[4]); // beyond rope_dims: untouched
     // NeoX pairs (0, 2) in a 4-dim rotation, with a frequency factor of 2 on pair 0.
     var y = original;
     const factors = [_]f32{ 2, 1 };
-    try testing.expectEqual(Status.ok, rope(pool, .{ .x = &y, .tokens = 1, .heads = 1, .head_dim = head_dim, .rope_dims = 4, .pos_start = 1, .freq_base = 10000, .freq_factors = &factors, .neox = true }));
+    try testing.expectEqual(Status.ok, rope(pool, .{ .x = &y, .positions = &one, .tokens = 1, .heads = 1, .head_dim = head_dim, .rope_dims = 4, .freq_base = 10000, .freq_factors = &factors, .neox = true }));
     try testing.expectApproxEqAbs(1 * @cos(@as(f32, 0.5)) - 3 * @sin(@as(f32, 0.5)), y[0], 1e-6);
     try testing.expectApproxEqAbs(1 * @sin(@as(f32, 0.5)) + 3 * @cos(@as(f32, 0.5)), y[2], 1e-6);
 }
 
-test "swiglu, add and softmax match their definitions on awkward sizes, 1..4 threads" {
+test "swiglu and add match their definitions on awkward sizes, 1..4 threads" {
     const allocator = testing.allocator;
     var prng = std.Random.DefaultPrng.init(3);
     for ([_]usize{ 1, 31, 33, 4096 + 7, 3 * 11008 + 5 }) |n| {
@@ -371,31 +283,20 @@ test "swiglu, add and softmax match their definitions on awkward sizes, 1..4 thr
             for (gate, up, out) |g, u, o| try testing.expectEqual(g + u, o);
         }
     }
-    var logits = [_]f32{ 1, 2, 3, -1000 };
-    softmax(&logits);
-    const total = @exp(@as(f32, 1)) + @exp(@as(f32, 2)) + @exp(@as(f32, 3));
-    try testing.expectApproxEqRel(@exp(@as(f32, 3)) / total, logits[2], 1e-6);
-    try testing.expectEqual(@as(f32, 0), logits[3]);
 }
 
-test "getRows converts every type; storeKv writes f16 rows at a position" {
-    var table: [3 * 32]f32 = undefined;
-    for (&table, 0..) |*v, i| v.* = @as(f32, @floatFromInt(i)) / 8;
-    const ids = [_]i32{ 2, 0 };
-    var out: [2 * 32]f32 = undefined;
-    getRows(f32, &out, &table, &ids, 2, 32);
-    try testing.expectEqualSlices(f32, table[64..96], out[0..32]);
-    var half: [3 * 32]f16 = undefined;
-    quant.convertF32ToF16(&table, &half);
-    getRows(f16, &out, &half, &ids, 2, 32);
-    try testing.expectEqualSlices(f32, table[0..32], out[32..64]);
-    var blocks: [3]quant.BlockQ8_0 = undefined;
-    quant.quantizeRowQ8_0(&table, &blocks);
-    getRows(quant.BlockQ8_0, &out, &blocks, &ids, 2, 32);
-    for (table[64..96], out[0..32]) |e, a| try testing.expectApproxEqAbs(e, a, 12.0 / 127.0 / 2.0 + 1e-6);
-    var cache: [4 * 8]f16 = @splat(0);
-    storeKv(f16, &cache, table[0..16].ptr, 2, 2, 8);
-    try testing.expectEqual(@as(f16, 0), cache[15]);
-    try testing.expectEqual(@as(f16, 0.125), cache[17]);
-    try testing.expectEqual(@as(f16, 15.0 / 8.0), cache[31]);
+test "storeKv writes each token's row at its slot and position, wrapping the ring" {
+    var src: [3 * 8]f32 = undefined;
+    for (&src, 0..) |*v, i| v.* = @as(f32, @floatFromInt(i)) / 8;
+    var cache: [2 * 4 * 8]f16 = @splat(0);
+    // Slot 1 position 5 wraps to its row 1; slot 0 positions 2 and 3.
+    const positions = [_]i32{ 5, 2, 3 };
+    const slots = [_]i32{ 1, 0, 0 };
+    storeKv(f16, &cache, &src, &positions, &slots, 3, 8, 4);
+    for (0..8) |i| {
+        try testing.expectEqual(@as(f16, @floatCast(src[i])), cache[(4 + 1) * 8 + i]);
+        try testing.expectEqual(@as(f16, @floatCast(src[8 + i])), cache[2 * 8 + i]);
+        try testing.expectEqual(@as(f16, @floatCast(src[16 + i])), cache[3 * 8 + i]);
+        try testing.expectEqual(@as(f16, 0), cache[i]);
+    }
 }

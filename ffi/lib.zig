@@ -1,7 +1,8 @@
 //! Root of dotllm's native library: the ABI version and the exports of every module.
 //!
-//! The FFI boundary is narrow: every export is `dotllm_<op>[_<type>]`, takes pointers
-//! (as addresses) and integer counts only, and never allocates on a hot path.
+//! The FFI boundary is narrow: pools, memory, the type table (`dotllm_type_info`,
+//! row conversions) and `dotllm_graph_run`, through which every kernel runs (a direct
+//! call is a graph of one op). Pointers cross as addresses; nothing allocates on a hot path.
 const std = @import("std");
 
 pub const cpu = @import("cpu.zig");
@@ -9,6 +10,8 @@ pub const mem = @import("mem.zig");
 pub const pool = @import("pool.zig");
 pub const simd = @import("simd.zig");
 pub const quant = @import("quant.zig");
+pub const types = @import("types.zig");
+pub const matmul_quant = @import("matmul_quant.zig");
 pub const matmul = @import("matmul.zig");
 pub const kernels = @import("kernels.zig");
 pub const attention = @import("attention.zig");
@@ -21,7 +24,7 @@ pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 6;
+pub const abi_version: u32 = 7;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -33,6 +36,8 @@ comptime {
     _ = mem;
     _ = pool;
     _ = quant;
+    _ = types;
+    _ = matmul_quant;
     _ = matmul;
     _ = kernels;
     _ = attention;
@@ -44,4 +49,6 @@ test {
     std.testing.refAllDecls(@This());
     _ = @import("hot_path_test.zig");
     _ = @import("arch_ops.zig"); // not exported yet: kernels for issue 12's families
+    _ = @import("quant_act.zig");
+    _ = @import("quant_legacy.zig");
 }

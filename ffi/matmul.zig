@@ -110,7 +110,7 @@ pub fn matmulFloat(comptime W: type, pool: *Pool, out: [*]f32, w: [*]align(1) co
 //
 // The kernel works on pairs of consecutive blocks of one row in a 512-bit vector:
 // one 64-byte load at the pair's start plus the 4 bytes after it hold both scales and
-// both 32-byte quants; a byte permute (vpermt2b with AVX-512 VBMI) packs the 64
+// both 32-byte quants; a byte permute packs the 64
 // quants. The activations are quantized once per call into three arrays per token,
 // padded to an even block count with zeros: quants (64 bytes per pair), vpdpbusd
 // corrections (64 bytes per pair) and scales (f32).
@@ -382,6 +382,25 @@ pub fn matmulQ8_0(pool: *Pool, out: [*]f32, w: [*]align(1) const BlockQ8_0, x: [
     return matmulQ8_0Quantized(pool, out, w, rows, cols, tokens);
 }
 
+/// The Q8_0 activation format: per token, even-padded blocks of quants, `vpdpbusd`
+/// corrections and scales (see `Activations`).
+pub const PairedQ8Activations = struct {
+    pub const name = "q8_0-paired";
+    pub fn scratchBytes(cols: usize, tokens: usize) usize {
+        return q8ScratchSize(cols, tokens);
+    }
+};
+
+/// The type table's Q8_0 kernel: quantizes x unless `act_ready` (the scratch holds
+/// it already, from a matmul of the same input), then multiplies.
+pub fn matmulQ8_0Kernel(pool: *Pool, out: [*]f32, w: [*]align(1) const BlockQ8_0, x: [*]const f32, rows: usize, cols: usize, tokens: usize, act_ready: bool) pool_zig.Status {
+    if (!act_ready) {
+        const status = quantizeQ8_0Activations(pool, x, cols, tokens);
+        if (status != .ok) return status;
+    }
+    return matmulQ8_0Quantized(pool, out, w, rows, cols, tokens);
+}
+
 /// The first half of `matmulQ8_0`: quantizes x [tokens][cols] into the pool's scratch.
 pub fn quantizeQ8_0Activations(pool: *Pool, x: [*]const f32, cols: usize, tokens: usize) pool_zig.Status {
     std.debug.assert(cols % qk == 0);
@@ -428,30 +447,6 @@ pub fn referenceQ8_0(out: []f32, w: []align(1) const BlockQ8_0, x: []const f32, 
         }
         out[t * rows + r] = sum;
     };
-}
-
-// ---------------------------------------------------------------------------
-// Exports: every one returns a pool status (0 ok, 1 a worker panicked).
-
-export fn dotllm_matmul_f32(pool: *Pool, out: [*]f32, w: [*]align(1) const f32, x: [*]const f32, rows: usize, cols: usize, tokens: usize) i32 {
-    return @intFromEnum(matmulFloat(f32, pool, out, w, x, rows, cols, tokens));
-}
-
-export fn dotllm_matmul_f16(pool: *Pool, out: [*]f32, w: [*]align(1) const f16, x: [*]const f32, rows: usize, cols: usize, tokens: usize) i32 {
-    return @intFromEnum(matmulFloat(f16, pool, out, w, x, rows, cols, tokens));
-}
-
-export fn dotllm_matmul_bf16(pool: *Pool, out: [*]f32, w: [*]align(1) const u16, x: [*]const f32, rows: usize, cols: usize, tokens: usize) i32 {
-    return @intFromEnum(matmulFloat(u16, pool, out, w, x, rows, cols, tokens));
-}
-
-export fn dotllm_matmul_q8_0(pool: *Pool, out: [*]f32, w: [*]align(1) const BlockQ8_0, x: [*]const f32, rows: usize, cols: usize, tokens: usize) i32 {
-    return @intFromEnum(matmulQ8_0(pool, out, w, x, rows, cols, tokens));
-}
-
-/// Scratch bytes `dotllm_matmul_q8_0` needs (see `dotllm_pool_reserve`).
-export fn dotllm_matmul_q8_0_scratch_size(cols: usize, tokens: usize) usize {
-    return q8ScratchSize(cols, tokens);
 }
 
 // ---------------------------------------------------------------------------
@@ -626,15 +621,18 @@ test "Q8_0 and float GEMM rows equal GEMV of each token bit for bit" {
     const x = try allocator.alloc(f32, tokens * cols);
     defer allocator.free(x);
     fillRandom(prng.random(), x, 2);
-    var gemm: [tokens * rows]f32 = undefined;
-    var gemv: [tokens * rows]f32 = undefined;
+    // Distinct poison in each buffer: an element a kernel skips cannot compare equal.
+    var gemm: [tokens * rows]f32 = @splat(1e30);
+    var gemv: [tokens * rows]f32 = @splat(-1e30);
     const pool = try Pool.create(allocator, 1);
     defer pool.destroy(allocator);
     try pool.reserve(allocator, q8ScratchSize(cols, tokens));
-    _ = matmulQ8_0(pool, &gemm, w.ptr, x.ptr, rows, cols, tokens);
-    for (0..tokens) |t| _ = matmulQ8_0(pool, gemv[t * rows ..].ptr, w.ptr, x[t * cols ..].ptr, rows, cols, 1);
+    try testing.expectEqual(pool_zig.Status.ok, matmulQ8_0(pool, &gemm, w.ptr, x.ptr, rows, cols, tokens));
+    for (0..tokens) |t| try testing.expectEqual(pool_zig.Status.ok, matmulQ8_0(pool, gemv[t * rows ..].ptr, w.ptr, x[t * cols ..].ptr, rows, cols, 1));
     try testing.expectEqualSlices(f32, &gemm, &gemv);
-    _ = matmulFloat(f32, pool, &gemm, wf.ptr, x.ptr, rows, cols, tokens);
-    for (0..tokens) |t| _ = matmulFloat(f32, pool, gemv[t * rows ..].ptr, wf.ptr, x[t * cols ..].ptr, rows, cols, 1);
+    gemm = @splat(1e30);
+    gemv = @splat(-1e30);
+    try testing.expectEqual(pool_zig.Status.ok, matmulFloat(f32, pool, &gemm, wf.ptr, x.ptr, rows, cols, tokens));
+    for (0..tokens) |t| try testing.expectEqual(pool_zig.Status.ok, matmulFloat(f32, pool, gemv[t * rows ..].ptr, wf.ptr, x[t * cols ..].ptr, rows, cols, 1));
     try testing.expectEqualSlices(f32, &gemm, &gemv);
 }

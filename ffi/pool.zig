@@ -306,10 +306,6 @@ export fn dotllm_pool_reserve(pool: *Pool, size_bytes: usize) i32 {
     return 0;
 }
 
-/// The pool's scratch size in bytes.
-export fn dotllm_pool_scratch_size(pool: *const Pool) usize {
-    return pool.scratch.len;
-}
 
 /// The number of CPUs in this process's affinity mask.
 export fn dotllm_cpu_count() u32 {

@@ -1,6 +1,7 @@
 //! Weight formats and row conversions: F16, BF16 and Q8_0 (ggml's layouts), plus the
 //! Q8 activation blocks the Q8_0 matmul quantizes its input into.
 const std = @import("std");
+const matmul_zig = @import("matmul.zig");
 
 /// Elements per Q8_0 block.
 pub const qk8_0 = 32;
@@ -14,6 +15,19 @@ pub const BlockQ8_0 = extern struct {
 comptime {
     std.debug.assert(@sizeOf(BlockQ8_0) == 34);
 }
+
+/// The Q8_0 entry of the type table (`types.zig`): ggml's layout, with its own
+/// matmul kernel over paired 68-byte activation blocks (`matmul.zig`).
+pub const Q8_0 = struct {
+    pub const ggml_type: u32 = 8;
+    pub const name = "Q8_0";
+    pub const block_elems: usize = qk8_0;
+    pub const Block = BlockQ8_0;
+    pub const Act = matmul_zig.PairedQ8Activations;
+    pub const dequantizeRow = dequantizeRowQ8_0;
+    pub const quantizeRowRef = quantizeRowQ8_0;
+    pub const matmul = matmul_zig.matmulQ8_0Kernel;
+};
 
 /// Converts f32 to bf16 with round-to-nearest-even; NaNs stay (quiet) NaNs.
 pub inline fn f32ToBf16(x: f32) u16 {
@@ -69,35 +83,6 @@ pub fn convertF32ToBf16(x: []const f32, y: []align(1) u16) void {
 
 pub fn convertBf16ToF32(x: []align(1) const u16, y: []f32) void {
     for (x, y) |v, *out| out.* = bf16ToF32(v);
-}
-
-// ---------------------------------------------------------------------------
-// Exports: pointers and element counts. Q8_0 counts must be multiples of 32.
-
-export fn dotllm_quantize_q8_0(x: [*]const f32, y: [*]align(1) BlockQ8_0, n: usize) void {
-    std.debug.assert(n % qk8_0 == 0);
-    quantizeRowQ8_0(x[0..n], y[0 .. n / qk8_0]);
-}
-
-export fn dotllm_dequantize_q8_0(x: [*]align(1) const BlockQ8_0, y: [*]f32, n: usize) void {
-    std.debug.assert(n % qk8_0 == 0);
-    dequantizeRowQ8_0(x[0 .. n / qk8_0], y[0..n]);
-}
-
-export fn dotllm_convert_f32_f16(x: [*]const f32, y: [*]align(1) f16, n: usize) void {
-    convertF32ToF16(x[0..n], y[0..n]);
-}
-
-export fn dotllm_convert_f16_f32(x: [*]align(1) const f16, y: [*]f32, n: usize) void {
-    convertF16ToF32(x[0..n], y[0..n]);
-}
-
-export fn dotllm_convert_f32_bf16(x: [*]const f32, y: [*]align(1) u16, n: usize) void {
-    convertF32ToBf16(x[0..n], y[0..n]);
-}
-
-export fn dotllm_convert_bf16_f32(x: [*]align(1) const u16, y: [*]f32, n: usize) void {
-    convertBf16ToF32(x[0..n], y[0..n]);
 }
 
 // ---------------------------------------------------------------------------

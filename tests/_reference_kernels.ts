@@ -132,6 +132,7 @@ export class ReferenceKernels implements ModelKernels {
     tokens: number,
     kvDim: number,
     slotRows: number,
+    _slotCount: number,
   ) {
     const s = this.#f32(src, tokens * kvDim);
     const pos = this.#i32(positions, tokens), sl = this.#i32(slots, tokens);
@@ -158,6 +159,7 @@ export class ReferenceKernels implements ModelKernels {
     scale: number,
     slotRows: number,
     window: number,
+    _slotCount: number,
   ) {
     const kvDim = kvHeads * headDim;
     const pos = this.#i32(positions, tokens), sl = this.#i32(slots, tokens);

@@ -9,8 +9,8 @@ import {
   f32ToF16,
   Kernels,
   quantizeQ8_0,
-  WeightType,
 } from "../src/kernels/mod.ts";
+import { GgmlType } from "../src/gguf/mod.ts";
 import { loadNative, type Native } from "../src/native/mod.ts";
 import {
   assertBitIdentical,
@@ -33,13 +33,13 @@ function encode(
   w: Float32Array,
 ): { bytes: Uint8Array; exact: Float32Array } {
   switch (type) {
-    case WeightType.F32:
+    case GgmlType.F32:
       return { bytes: new Uint8Array(w.buffer.slice(0)), exact: w };
-    case WeightType.F16: {
+    case GgmlType.F16: {
       const h = f32ToF16(native, w);
       return { bytes: new Uint8Array(h.buffer), exact: f16ToF32(native, h) };
     }
-    case WeightType.BF16: {
+    case GgmlType.BF16: {
       const h = f32ToBf16(native, w);
       return { bytes: new Uint8Array(h.buffer), exact: bf16ToF32(native, h) };
     }
@@ -70,11 +70,11 @@ function checkMatmul(type: number, rows: number, cols: number, tokens: number, t
   const native = loadNative();
   const { bytes, exact } = encode(native, type, randomF32(rows * cols, rows * 31 + cols, 1));
   const x = randomF32(tokens * cols, cols * 7 + tokens, 2);
-  const ref = type === WeightType.Q8_0
+  const ref = type === GgmlType.Q8_0
     ? matmulQ8_0Reference(bytes, x, rows, cols, tokens)
     : matmulReference(exact, x, rows, cols, tokens);
   // f32 sums of `cols` products (Q8_0: of cols/32 exact block sums), in another order.
-  const budget = (type === WeightType.Q8_0 ? cols / 32 + 16 : cols + 16) * F32_EPS;
+  const budget = (type === GgmlType.Q8_0 ? cols / 32 + 16 : cols + 16) * F32_EPS;
   using w = upload(native, bytes);
   let first: Float32Array | undefined;
   for (const n of threads) {
@@ -87,11 +87,11 @@ function checkMatmul(type: number, rows: number, cols: number, tokens: number, t
   }
 }
 
-const TYPES = [WeightType.F32, WeightType.F16, WeightType.BF16, WeightType.Q8_0];
+const TYPES = [GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q8_0];
 
 Deno.test("matmul of every weight type matches a scalar TS reference on awkward shapes", () => {
   for (const type of TYPES) {
-    const colsList = type === WeightType.Q8_0
+    const colsList = type === GgmlType.Q8_0
       ? [32, 32 * 31, 32 * 33, 4096 + 32 * 7]
       : [1, 31, 33, 4103];
     for (const cols of colsList) {
@@ -162,7 +162,7 @@ Deno.test("matmul on real weights: stories260K's ffn_gate (F32, and as F16/BF16/
   // F32 straight from the mapping.
   const out = runMatmul(
     kernels,
-    WeightType.F32,
+    GgmlType.F32,
     mapped.address + gate.dataOffset,
     x,
     rows,
@@ -171,11 +171,11 @@ Deno.test("matmul on real weights: stories260K's ffn_gate (F32, and as F16/BF16/
   );
   const ref = matmulReference(wF32, x, rows, cols, tokens);
   assertClose(out, ref.out, ref.magnitude, (cols + 16) * F32_EPS, "stories260K ffn_gate F32");
-  for (const type of [WeightType.F16, WeightType.BF16, WeightType.Q8_0]) {
+  for (const type of [GgmlType.F16, GgmlType.BF16, GgmlType.Q8_0]) {
     const { bytes, exact } = encode(native, type, wF32);
     using w = upload(native, bytes);
     const got = runMatmul(kernels, type, w.address, x, rows, cols, tokens);
-    const want = type === WeightType.Q8_0
+    const want = type === GgmlType.Q8_0
       ? matmulQ8_0Reference(bytes, x, rows, cols, tokens)
       : matmulReference(exact, x, rows, cols, tokens);
     assertClose(
@@ -186,7 +186,7 @@ Deno.test("matmul on real weights: stories260K's ffn_gate (F32, and as F16/BF16/
       `stories260K ffn_gate ${type}`,
     );
     // And close to the F32 result: quantization error only.
-    const tolerance = type === WeightType.F16 ? 2e-3 : 2e-2;
+    const tolerance = type === GgmlType.F16 ? 2e-3 : 2e-2;
     assertClose(got, ref.out, ref.magnitude, tolerance, `stories260K ffn_gate ${type} vs F32`);
   }
 });
@@ -196,22 +196,25 @@ Deno.test("matmul checks its arguments before calling native code", () => {
   using kernels = new Kernels(native, 1);
   using b = native.alloc(4096);
   assert.throws(
-    () => kernels.matmul(WeightType.Q8_0, b.address, b.address, b.address, 1, 33, 1),
+    () => kernels.matmul(GgmlType.Q8_0, b.address, b.address, b.address, 1, 33, 1),
     /cols % 32/,
   );
-  assert.throws(() => kernels.matmul(2, b.address, b.address, b.address, 1, 32, 1), /Unsupported/);
-  assert.throws(() => kernels.matmul(WeightType.F32, 0, b.address, b.address, 1, 32, 1), /address/);
   assert.throws(
-    () => kernels.matmul(WeightType.F32, b.address, b.address, b.address, 0, 32, 1),
+    () => kernels.matmul(1000, b.address, b.address, b.address, 1, 32, 1),
+    /Unsupported/,
+  );
+  assert.throws(() => kernels.matmul(GgmlType.F32, 0, b.address, b.address, 1, 32, 1), /address/);
+  assert.throws(
+    () => kernels.matmul(GgmlType.F32, b.address, b.address, b.address, 0, 32, 1),
     /rows/,
   );
   assert.throws(
-    () => kernels.matmul(WeightType.F32, b.address, b.address, b.address, 1, 1.5, 1),
+    () => kernels.matmul(GgmlType.F32, b.address, b.address, b.address, 1, 1.5, 1),
     /cols/,
   );
   kernels.close();
   assert.throws(
-    () => kernels.matmul(WeightType.F32, b.address, b.address, b.address, 1, 1, 1),
+    () => kernels.matmul(GgmlType.F32, b.address, b.address, b.address, 1, 1, 1),
     /after close/,
   );
 });

@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { Kernels } from "../src/kernels/mod.ts";
-import { q8ScratchBytes } from "../src/kernels/kernels.ts";
 import { loadNative } from "../src/native/mod.ts";
 
 const native = loadNative();
@@ -37,13 +36,4 @@ Deno.test("a worker that panics is reported as an error; the pool keeps working 
   for (let i = 0; i < 3; i++) assert.equal(native.fn.dotllm_pool_panic_test(pool), 1);
   assert.equal(native.fn.dotllm_pool_noop(pool), 0); // the next dispatch succeeds
   native.fn.dotllm_pool_destroy(pool); // joins every worker, the panicked ones too
-});
-
-Deno.test("the TS Q8_0 scratch size equals the native one (odd and even block counts)", () => {
-  for (const [tokens, cols] of [[1, 32], [3, 32 * 33], [7, 4096], [2, 32 * 35]]) {
-    assert.equal(
-      q8ScratchBytes(tokens, cols),
-      native.fn.dotllm_matmul_q8_0_scratch_size(cols, tokens),
-    );
-  }
 });

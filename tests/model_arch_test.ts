@@ -93,7 +93,7 @@ Deno.test("architecture table: its entries; others refused with the supported li
   }
 });
 
-Deno.test("mistral: the llama graph under mistral.* keys, its sliding window on every layer", () => {
+Deno.test("mistral: the llama graph under mistral.* keys, its sliding window on every layer (native = reference)", () => {
   const s = syntheticModel(native, { type: GgmlType.Q8_0 });
   try {
     const prompt = [1, 5, 9, 77, 3, 100, 42, 8, 19];
@@ -112,6 +112,26 @@ Deno.test("mistral: the llama graph under mistral.* keys, its sliding window on 
     assert.deepEqual(mistral.windows, [32, 32]);
     // Positions stay below the window, so it cuts nothing: the same function.
     mistral.out.forEach((l, i) => assert.deepEqual(l, llama.out[i], `step ${i}`));
+    // A window of 4 cuts: native = reference kernels (F32 weights: no activation
+    // quantization between them), and not the full-attention function.
+    const f32 = syntheticModel(native, { type: GgmlType.F32 });
+    const windowed = asArchitecture(f32.gguf, "mistral", [["mistral.attention.sliding_window", 4]]);
+    const logits = (kernels: ReferenceKernels | Kernels, gguf = windowed) => {
+      using m = new LlamaModel(native, gguf, f32.base, undefined, { kernels });
+      const out = [m.forward(prompt, 0).slice()];
+      for (let i = 0; i < 3; i++) out.push(m.forward([i + 10], prompt.length + i).slice());
+      return out;
+    };
+    using kernels = new Kernels(native, 2);
+    const got = logits(kernels), want = logits(new ReferenceKernels(native));
+    const full = logits(kernels, f32.gguf);
+    f32.memory.free();
+    got.forEach((l, i) => {
+      let diff = 0;
+      for (let j = 0; j < l.length; j++) diff = Math.max(diff, Math.abs(l[j] - want[i][j]));
+      assert.ok(diff < 1e-4, `window 4, step ${i}: native vs reference ${diff}`);
+      assert.ok(l.some((x, j) => Math.abs(x - full[i][j]) > 1e-3), `window 4 cuts, step ${i}`);
+    });
   } finally {
     s.memory.free();
   }

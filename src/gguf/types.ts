@@ -22,7 +22,7 @@ export interface GgmlTypeInfo {
 const QK_K = 256;
 
 /** Every ggml type by id (gaps are ids ggml never assigned or reused). */
-export const GGML_TYPES: readonly GgmlTypeInfo[] = [
+export const GGML_TYPES = [
   { id: 0, name: "F32", blockSize: 1, blockBytes: 4 },
   { id: 1, name: "F16", blockSize: 1, blockBytes: 2 },
   { id: 2, name: "Q4_0", blockSize: 32, blockBytes: 18 },
@@ -61,10 +61,10 @@ export const GGML_TYPES: readonly GgmlTypeInfo[] = [
   { id: 37, name: "IQ4_NL_4_8", blockSize: 32, blockBytes: 18, removed: true },
   { id: 38, name: "IQ4_NL_8_8", blockSize: 32, blockBytes: 18, removed: true },
   { id: 39, name: "MXFP4", blockSize: 32, blockBytes: 17 },
-];
+] as const satisfies readonly GgmlTypeInfo[];
 
-const byId = new Map(GGML_TYPES.map((t) => [t.id, t]));
-const byName = new Map(GGML_TYPES.map((t) => [t.name, t]));
+const byId = new Map<number, GgmlTypeInfo>(GGML_TYPES.map((t) => [t.id, t]));
+const byName = new Map<string, GgmlTypeInfo>(GGML_TYPES.map((t) => [t.name, t]));
 
 /** The type with id `id`, or undefined for an unknown id. */
 export function ggmlTypeById(id: number): GgmlTypeInfo | undefined {
@@ -78,11 +78,10 @@ export function ggmlTypeByName(name: string): GgmlTypeInfo {
   return t;
 }
 
-/** Well-known type ids, for code that computes with them. */
-export const GgmlType = {
-  F32: 0,
-  F16: 1,
-  Q4_0: 2,
-  Q8_0: 8,
-  BF16: 30,
-} as const;
+/** The name of a ggml type. */
+export type GgmlTypeName = (typeof GGML_TYPES)[number]["name"];
+
+/** Type ids by name (`GgmlType.Q8_0 === 8`), derived from {@linkcode GGML_TYPES}. */
+export const GgmlType: Readonly<Record<GgmlTypeName, number>> = Object.freeze(
+  Object.fromEntries(GGML_TYPES.map((t) => [t.name, t.id])) as Record<GgmlTypeName, number>,
+);

@@ -1,18 +1,13 @@
-/** Compute kernels (matmul, attention, norms, RoPE...) on a thread pool, and row conversions. @module */
-export {
-  HEAD_DIM_MAX,
-  Kernels,
-  Q8_0_BLOCK,
-  Q8_0_BLOCK_BYTES,
-  THREAD_COUNT_MAX,
-  weightBytes,
-  WeightType,
-} from "./kernels.ts";
+/** Compute kernels (matmul, attention, norms, RoPE...) on a thread pool, the type table, and row conversions. @module */
+export { HEAD_DIM_MAX, Kernels, THREAD_COUNT_MAX } from "./kernels.ts";
+export { type ComputableType, computableType, computableTypes, rowBytes } from "./types.ts";
 export {
   bf16ToF32,
   dequantizeQ8_0,
+  dequantizeRow,
   f16ToF32,
   f32ToBf16,
   f32ToF16,
   quantizeQ8_0,
+  quantizeRow,
 } from "./convert.ts";

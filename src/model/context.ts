@@ -300,7 +300,7 @@ export class Context {
     this.#logitsCount = 0;
     k.beginGraph?.();
     try {
-      forward(k, this.model, cache, this.#b, n, R);
+      forward(k, this.model, cache, this.#b, n, R, this.#outRows[0]);
     } catch (error) {
       k.cancelGraph?.();
       throw error;

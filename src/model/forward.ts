@@ -33,12 +33,13 @@ export interface ForwardCache {
   readonly cacheTypeId: number;
   /** Positions per slot (the context). */
   readonly slotRows: number;
+  readonly slotCount: number;
   /** Rows per slot of layer `l`: `slotRows`, or a ring for a sliding-window layer. */
   rows(layer: number): number;
-  /** Address of layer `l`'s K cache. */
-  kAddress(layer: number): number;
-  /** Address of layer `l`'s V cache. */
-  vAddress(layer: number): number;
+  /** Address of each layer's K cache (a typed array: read without boxing in the decode loop). */
+  readonly kLayers: Float64Array;
+  /** Address of each layer's V cache. */
+  readonly vLayers: Float64Array;
 }
 
 /**
@@ -91,8 +92,8 @@ export function missingOps(model: ForwardModel, kernels: ModelKernels): string |
 /**
  * Records the forward pass of `T` tokens (ids, positions and slots already
  * in `b`) and, when `R > 0`, the logits of the `R` rows listed in
- * `b.outRows` into `b.logits` [R][V]. The caller wraps it in
- * `beginGraph`/`endGraph`.
+ * `b.outRows` (the first of them `firstOutRow`) into `b.logits` [R][V]. The
+ * caller wraps it in `beginGraph`/`endGraph`.
  */
 export function forward(
   k: ModelKernels,
@@ -101,6 +102,7 @@ export function forward(
   b: ForwardBuffers,
   T: number,
   R: number,
+  firstOutRow: number,
 ): void {
   const c = m.config;
   const w = m.weights;
@@ -114,7 +116,7 @@ export function forward(
   const F = c.feedForwardLength;
   const eps = c.rmsEpsilon;
   const ct = cache.cacheTypeId;
-  const contextRows = cache.slotRows;
+  const contextRows = cache.slotRows, slotCount = cache.slotCount;
   const neox = arch.rope === "neox";
   // LongRoPE (Phi-3): the long factors when a sequence may run past the original context
   // (llama.cpp: n_ctx_seq > n_ctx_orig_yarn), else the short ones; Llama 3's rope_freqs otherwise.
@@ -135,8 +137,8 @@ export function forward(
 
   for (let l = 0; l < c.blockCount; l++) {
     const L = w.layers[l];
-    const kCache = cache.kAddress(l); // [slots][rows][KV]
-    const vCache = cache.vAddress(l); // [slots][rows][KV]
+    const kCache = cache.kLayers[l]; // [slots][rows][KV]
+    const vCache = cache.vLayers[l]; // [slots][rows][KV]
     const rows = cache.rows(l); // the context, or a ring for a sliding-window layer
 
     // Attention block.
@@ -160,10 +162,26 @@ export function forward(
     const base = m.layerRopeBases[l];
     k.rope(q, T, H, D, c.ropeDimensionCount, pos, base, freqs, neox); // q [T][H][D]
     k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, base, freqs, neox); // k [T][Hkv][D]
-    k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows); // kCache[slot][pos]
-    k.storeKv(ct, vCache, v, pos, slots, T, KV, rows); // vCache[slot][pos]
+    k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows, slotCount); // kCache[slot][pos]
+    k.storeKv(ct, vCache, v, pos, slots, T, KV, rows, slotCount); // vCache[slot][pos]
     const window = m.layerWindows[l];
-    k.attention(ct, att, q, kCache, vCache, T, pos, slots, H, Hkv, D, scale, rows, window); // att [T][H·D]
+    k.attention(
+      ct,
+      att,
+      q,
+      kCache,
+      vCache,
+      T,
+      pos,
+      slots,
+      H,
+      Hkv,
+      D,
+      scale,
+      rows,
+      window,
+      slotCount,
+    ); // att [T][H·D]
     k.matmul(L.wo.type, xb, L.wo.address, att, E, Q, T); // xb [T][E]
     if (L.postAttnNorm !== undefined) k.rmsnorm(xb, xb, L.postAttnNorm.address, E, T, eps); // xb [T][E]
     k.add(x, x, xb, T * E); // x += attention
@@ -187,9 +205,13 @@ export function forward(
   }
   if (R === 0) return;
 
-  // Final norm and LM head, only the rows that want logits.
-  k.getRows(F32, b.xOut, x, b.outRows, R, E, T); // xOut [R][E] = x[outRows]
-  k.rmsnorm(b.xOut, b.xOut, w.outputNorm.address, E, R, eps); // xOut [R][E]
+  // Final norm and LM head, only the rows that want logits (one row: normed in place of a gather).
+  if (R === 1) {
+    k.rmsnorm(b.xOut, x + firstOutRow * E * 4, w.outputNorm.address, E, 1, eps); // xOut [1][E]
+  } else {
+    k.getRows(F32, b.xOut, x, b.outRows, R, E, T); // xOut [R][E] = x[outRows]
+    k.rmsnorm(b.xOut, b.xOut, w.outputNorm.address, E, R, eps); // xOut [R][E]
+  }
   const out = w.output;
   k.matmul(out.type, b.logits, out.address, b.xOut, out.rowCount, E, R); // logits [R][V]
 }

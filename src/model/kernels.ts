@@ -8,8 +8,9 @@
  * Sequences: a batch of `tokens` may hold tokens of several sequences. Each
  * token `t` has a position `positions[t]` and a KV-cache slot `slots[t]`
  * (both native i32 arrays of length `tokens`). The cache of one layer is
- * `[slots][slotRows][kvDim]`: token `t`'s K/V row is
- * `slots[t]·slotRows + positions[t] % slotRows`.
+ * `[slotCount][slotRows][kvDim]`: token `t`'s K/V row is
+ * `slots[t]·slotRows + positions[t] % slotRows`; attention is causal within
+ * each token's own slot and runs after the whole batch's K/V is stored.
  *
  * @module
  */
@@ -35,10 +36,7 @@ export interface ModelKernels {
   ): void;
   /** `out[t] = x[t] / rms(x[t]) · weight`, rows of `n`. */
   rmsnorm(out: number, x: number, weight: number, n: number, tokens: number, eps: number): void;
-  /**
-   * Rotates `x [tokens][heads][headDim]` in place, token `t` by its position
-   * `positions[t]` (i32 array at `positions`).
-   */
+  /** Rotates `x [tokens][heads][headDim]` in place, token t at `positions[t]` (i32 address). */
   rope(
     x: number,
     tokens: number,
@@ -51,8 +49,8 @@ export interface ModelKernels {
     neox: boolean,
   ): void;
   /**
-   * Copies `src [tokens][kvDim]` (F32) into `cache`: token `t` to row
-   * `slots[t]·slotRows + positions[t] % slotRows`.
+   * Copies `src [tokens][kvDim]` (F32) into `cache` row `slots[t]·slotRows +
+   * positions[t] % slotRows` (i32 addresses), of `slotCount` slots.
    */
   storeKv(
     cacheType: number,
@@ -63,13 +61,12 @@ export interface ModelKernels {
     tokens: number,
     kvDim: number,
     slotRows: number,
+    slotCount: number,
   ): void;
   /**
-   * Attention of `q [tokens][heads·headDim]` into `out` (same shape): token
-   * `t` attends the positions `p` of its own slot in
-   * `[window > 0 ? max(0, positions[t] − window + 1) : 0, positions[t]]`,
-   * reading row `slots[t]·slotRows + p % slotRows` of `kCache`/`vCache`
-   * (causal within each slot; the whole batch's K/V is stored before it runs).
+   * Attention of `q [tokens][heads·headDim]`: token t attends its own slot's positions
+   * `[window > 0 ? max(0, pos − window + 1) : 0, pos]`, pos = positions[t], read from
+   * the rows {@linkcode storeKv} writes.
    */
   attention(
     cacheType: number,
@@ -86,6 +83,7 @@ export interface ModelKernels {
     scale: number,
     slotRows: number,
     window: number,
+    slotCount: number,
   ): void;
   /** `out = silu(gate) · up`, `n` elements. */
   swiglu(out: number, gate: number, up: number, n: number): void;

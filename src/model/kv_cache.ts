@@ -104,18 +104,26 @@ export class KvCache implements ForwardCache {
       throw error;
     }
     this.byteLength = 2 * bytes;
+    const offsets = this.#layerOffsets, k = this.#k.address, v = this.#v.address;
+    this.kLayers = Float64Array.from({ length: shape.layers }, (_, l) => k + offsets[l]);
+    this.vLayers = Float64Array.from({ length: shape.layers }, (_, l) => v + offsets[l]);
     this.#history = Array.from({ length: slots }, () => new Int32Array(slotRows));
     this.#lengths = new Int32Array(slots);
   }
 
+  /** Address of each layer's K cache. */
+  readonly kLayers: Float64Array;
+  /** Address of each layer's V cache. */
+  readonly vLayers: Float64Array;
+
   /** Address of layer `layer`'s K cache. */
   kAddress(layer: number): number {
-    return this.#k.address + this.#layerOffsets[layer];
+    return this.kLayers[layer];
   }
 
   /** Address of layer `layer`'s V cache. */
   vAddress(layer: number): number {
-    return this.#v.address + this.#layerOffsets[layer];
+    return this.vLayers[layer];
   }
 
   /** Rows per slot of layer `layer` (its ring size when it slides). */

@@ -46,7 +46,6 @@ export {
   bindWeights,
   type LayerWeights,
   type LlamaWeights,
-  MATMUL_TYPES,
   type ModelWeights,
   type Weight,
 } from "./weights.ts";

@@ -22,6 +22,7 @@
  */
 import { parseGguf } from "../gguf/reader.ts";
 import type { Gguf } from "../gguf/reader.ts";
+import { computableTypes } from "../kernels/mod.ts";
 import type { MappedFile, Native } from "../native/native.ts";
 import { loadNative } from "../native/native.ts";
 import { type Architecture, architectureOf } from "./arch.ts";
@@ -73,7 +74,7 @@ export class Model {
     this.#file = file;
     this.config = readModelConfig(gguf);
     this.architecture = architecture ?? architectureOf(this.config.architecture);
-    this.weights = bindWeights(gguf, this.config, base, this.architecture);
+    this.weights = bindWeights(gguf, this.config, base, computableTypes(native), this.architecture);
     const c = this.config;
     this.layerWindows = Int32Array.from(
       { length: c.blockCount },

@@ -7,6 +7,7 @@
  */
 import type { Gguf, GgufTensorInfo } from "../gguf/reader.ts";
 import { GgmlType } from "../gguf/types.ts";
+import type { ComputableType } from "../kernels/types.ts";
 import {
   type Architecture,
   architectureOf,
@@ -17,13 +18,8 @@ import {
 import type { ModelConfig } from "./config.ts";
 import { ModelError } from "./errors.ts";
 
-/** Weight types the matmul and row-lookup kernels compute with. */
-export const MATMUL_TYPES: ReadonlySet<number> = new Set([
-  GgmlType.F32,
-  GgmlType.F16,
-  GgmlType.Q8_0,
-  GgmlType.BF16,
-]);
+/** The types a tensor may have: the library's computable types, or F32 only (norms). */
+type Allowed = ReadonlyMap<number, Pick<ComputableType, "name" | "blockElems">>;
 
 /** One bound tensor: where its data is and what it holds. */
 export interface Weight {
@@ -92,7 +88,7 @@ function bind(
   base: number,
   name: string,
   shape: readonly number[],
-  types: ReadonlySet<number>,
+  types: Allowed,
 ): Weight {
   const t: GgufTensorInfo | undefined = gguf.tensorsByName.get(name);
   if (t === undefined) throw new ModelError(`missing tensor "${name}"`);
@@ -103,12 +99,20 @@ function check(
   t: GgufTensorInfo,
   base: number,
   shape: readonly number[],
-  types: ReadonlySet<number>,
+  types: Allowed,
 ): Weight {
-  if (!types.has(t.type.id)) {
-    const allowed = [...types].map((id) => typeNames[id] ?? id).join(", ");
+  const type = types.get(t.type.id);
+  if (type === undefined) {
+    const allowed = [...types.values()].map((a) => a.name).join(", ");
     throw new ModelError(
       `tensor "${t.name}" has unsupported type ${t.type.name} (supported here: ${allowed})`,
+    );
+  }
+  if (t.dims[0] % type.blockElems !== 0) {
+    throw new ModelError(
+      `tensor "${t.name}" has rows of ${
+        t.dims[0]
+      }, not a multiple of ${type.name}'s ${type.blockElems}-element blocks`,
     );
   }
   const dims = t.dims.slice();
@@ -128,12 +132,12 @@ function check(
   };
 }
 
-const typeNames: Record<number, string> = { 0: "F32", 1: "F16", 8: "Q8_0", 30: "BF16" };
-const F32_ONLY: ReadonlySet<number> = new Set([GgmlType.F32]);
+const F32_ONLY: Allowed = new Map([[GgmlType.F32, { name: "F32", blockElems: 1 }]]);
 
 /**
  * Binds every tensor the forward pass reads, as `arch` names them. `base` is
- * the address of the file's mapping (the file's byte 0). Throws
+ * the address of the file's mapping (the file's byte 0); `computable` the
+ * library's computable types (`computableTypes(native)`). Throws
  * {@linkcode ModelError} naming the tensor for a missing tensor, a wrong
  * shape, an unsupported type, or an optional tensor the architecture does
  * not use (ignoring it would compute another function).
@@ -142,6 +146,7 @@ export function bindWeights(
   gguf: Gguf,
   config: ModelConfig,
   base: number,
+  computable: Allowed,
   arch: Architecture = architectureOf(config.architecture),
 ): ModelWeights {
   const e = config.embeddingLength;
@@ -150,14 +155,14 @@ export function bindWeights(
   const kv = config.headCountKv * d;
   const ff = config.feedForwardLength;
   const v = config.vocabSize;
-  const m = MATMUL_TYPES;
+  const m = computable;
   /** A tensor of `presence`: bound when present (or required), refused when "none". */
   const maybe = (
     kind: TensorKind,
     layer: number,
     presence: Presence | boolean,
     shape: readonly number[],
-    types: ReadonlySet<number>,
+    types: Allowed,
   ): Weight | undefined => {
     const name = tensorName(kind, layer);
     const info = gguf.tensorsByName.get(name);
@@ -237,14 +242,17 @@ export function bindWeights(
     ropeFreqs,
     ropeFactorsLong,
     ropeFactorsShort,
-    typeName: typeNames[common] ?? String(common),
+    typeName: computable.get(common)?.name ?? String(common),
     sizeBytes: all.reduce((sum, w) => sum + w.sizeBytes, 0),
   };
 }
 
-/** {@linkcode bindWeights} (its name before the architecture table). */
-export const bindLlamaWeights: (gguf: Gguf, config: ModelConfig, base: number) => ModelWeights = (
-  gguf,
-  config,
-  base,
-) => bindWeights(gguf, config, base);
+/** {@linkcode bindWeights} with the table's entry (its name before the architecture table). */
+export function bindLlamaWeights(
+  gguf: Gguf,
+  config: ModelConfig,
+  base: number,
+  computable: Allowed,
+): ModelWeights {
+  return bindWeights(gguf, config, base, computable);
+}

@@ -29,24 +29,7 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 6;
-
-const MATMUL_ARGS = ["ptr", "ptr", "ptr", "ptr", "usize", "usize", "usize"] as const;
-const STORE_KV_ARGS = ["ptr", "ptr", "usize", "usize", "usize"] as const;
-const GET_ROWS_ARGS = ["ptr", "ptr", "ptr", "usize", "usize"] as const;
-const ATTENTION_ARGS = [
-  "ptr",
-  "ptr",
-  "ptr",
-  "ptr",
-  "ptr",
-  "usize",
-  "usize",
-  "usize",
-  "usize",
-  "usize",
-  "f32",
-] as const;
+export const ABI_VERSION = 7;
 
 /** Every symbol of `ffi/`, by name. Keep in the order of the Zig files. */
 export const symbols = {
@@ -64,48 +47,19 @@ export const symbols = {
   dotllm_pool_destroy: { args: ["ptr"], result: "void" },
   dotllm_pool_thread_count: { args: ["ptr"], result: "u32" },
   dotllm_pool_reserve: { args: ["ptr", "usize"], result: "i32" },
-  dotllm_pool_scratch_size: { args: ["ptr"], result: "usize" },
   dotllm_cpu_count: { args: [], result: "u32" },
   dotllm_pool_noop: { args: ["ptr"], result: "i32" },
   dotllm_pool_panic_test: { args: ["ptr"], result: "i32" },
-  // ffi/quant.zig
-  dotllm_quantize_q8_0: { args: ["ptr", "ptr", "usize"], result: "void" },
-  dotllm_dequantize_q8_0: { args: ["ptr", "ptr", "usize"], result: "void" },
-  dotllm_convert_f32_f16: { args: ["ptr", "ptr", "usize"], result: "void" },
-  dotllm_convert_f16_f32: { args: ["ptr", "ptr", "usize"], result: "void" },
-  dotllm_convert_f32_bf16: { args: ["ptr", "ptr", "usize"], result: "void" },
-  dotllm_convert_bf16_f32: { args: ["ptr", "ptr", "usize"], result: "void" },
-  // ffi/matmul.zig: (pool, out, weight, x, rows, cols, tokens) -> status
-  dotllm_matmul_f32: { args: MATMUL_ARGS, result: "i32" },
-  dotllm_matmul_f16: { args: MATMUL_ARGS, result: "i32" },
-  dotllm_matmul_bf16: { args: MATMUL_ARGS, result: "i32" },
-  dotllm_matmul_q8_0: { args: MATMUL_ARGS, result: "i32" },
-  dotllm_matmul_q8_0_scratch_size: { args: ["usize", "usize"], result: "usize" },
-  // ffi/kernels.zig
-  dotllm_rmsnorm_f32: {
-    args: ["ptr", "ptr", "ptr", "ptr", "usize", "usize", "f32"],
-    result: "i32",
-  },
-  dotllm_rope_f32: {
-    args: ["ptr", "ptr", "usize", "usize", "usize", "usize", "usize", "f32", "ptr", "u32"],
-    result: "i32",
-  },
-  dotllm_swiglu_f32: { args: ["ptr", "ptr", "ptr", "ptr", "usize"], result: "i32" },
-  dotllm_add_f32: { args: ["ptr", "ptr", "ptr", "ptr", "usize"], result: "i32" },
-  dotllm_softmax_f32: { args: ["ptr", "usize"], result: "void" },
-  dotllm_store_kv_f32: { args: STORE_KV_ARGS, result: "void" },
-  dotllm_store_kv_f16: { args: STORE_KV_ARGS, result: "void" },
-  dotllm_get_rows_f32: { args: GET_ROWS_ARGS, result: "void" },
-  dotllm_get_rows_f16: { args: GET_ROWS_ARGS, result: "void" },
-  dotllm_get_rows_bf16: { args: GET_ROWS_ARGS, result: "void" },
-  dotllm_get_rows_q8_0: { args: GET_ROWS_ARGS, result: "void" },
-  // ffi/attention.zig: (pool, out, q, k, v, tokens, posStart, heads, kvHeads, headDim, scale)
-  dotllm_attention_f32: { args: ATTENTION_ARGS, result: "i32" },
-  dotllm_attention_f16: { args: ATTENTION_ARGS, result: "i32" },
+  // ffi/types.zig: the type table
+  dotllm_type_info: { args: ["u32", "ptr"], result: "i32" },
+  dotllm_quantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
+  dotllm_dequantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
   // ffi/membench.zig
   dotllm_bench_read: { args: ["ptr", "ptr", "usize"], result: "u64" },
   // ffi/graph.zig
   dotllm_graph_run: { args: ["ptr", "ptr", "usize"], result: "i32" },
+  dotllm_op_schema: { args: ["ptr", "usize"], result: "usize" },
+  dotllm_matmul_scratch_bytes: { args: ["usize", "usize"], result: "usize" },
 } as const satisfies Record<string, SymbolSpec>;
 
 /** The symbol table's type. */

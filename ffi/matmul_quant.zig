@@ -1,0 +1,184 @@
+//! The generic quantized matmul: `out[t][r] = Σ_c W[r][c] · x[t][c]` for any entry of
+//! the type table whose dot product consumes quantized activations (`E.Act`).
+//!
+//! x [tokens][cols] is quantized once into the pool's scratch (`E.Act.quantizeRow`,
+//! one token per work unit) unless the previous matmul of the same input and format
+//! left it there; then rows are split across threads in chunks of `row_group`, and
+//! each output element is `E.vecDot` of one weight row and one activation row (or
+//! `E.vecDotRows`, R rows at a time, when the entry declares it: bit-identical to R
+//! calls of `vecDot`). An element is computed by the same code whatever thread or
+//! chunk it falls in: results are bit-identical for every thread count.
+const std = @import("std");
+const pool_zig = @import("pool.zig");
+
+const Pool = pool_zig.Pool;
+const Status = pool_zig.Status;
+
+/// Rows per work-claiming group (and per `vecDotRows` tile).
+pub const row_group = 4;
+/// Below this many multiply-adds the matmul runs on the calling thread.
+pub const parallel_threshold_macs: usize = 1 << 16;
+/// Scratch rows start on cache lines.
+const row_alignment_bytes = 64;
+
+/// Bytes of one token's quantized activations of `cols` elements, cache-line padded.
+fn actRowBytes(comptime A: type, cols: usize) usize {
+    const bytes = (cols / A.block_elems) * @sizeOf(A.Block);
+    return std.mem.alignForward(usize, bytes, row_alignment_bytes);
+}
+
+/// Scratch bytes for `tokens` rows of `cols` activations in format `A`.
+pub fn scratchBytes(comptime A: type, cols: usize, tokens: usize) usize {
+    return tokens * actRowBytes(A, cols);
+}
+
+fn Job(comptime E: type) type {
+    return struct {
+        out: [*]f32,
+        w: [*]align(1) const E.Block,
+        x: [*]const f32,
+        act: [*]align(row_alignment_bytes) u8,
+        rows: usize,
+        cols: usize,
+        tokens: usize,
+
+        fn actRow(job: *const @This(), t: usize) []align(1) E.Act.Block {
+            const blocks = job.cols / E.Act.block_elems;
+            const row: [*]align(1) E.Act.Block = @ptrCast(job.act + t * actRowBytes(E.Act, job.cols));
+            return row[0..blocks];
+        }
+
+        fn weightRow(job: *const @This(), r: usize) []align(1) const E.Block {
+            const blocks = job.cols / E.block_elems;
+            return job.w[r * blocks ..][0..blocks];
+        }
+    };
+}
+
+fn quantizeRange(comptime E: type, job: *const Job(E), token_begin: usize, token_end: usize) void {
+    for (token_begin..token_end) |t| E.Act.quantizeRow(job.x[t * job.cols ..][0..job.cols], job.actRow(t));
+}
+
+fn dotRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usize) void {
+    var r = row_begin;
+    if (@hasDecl(E, "vecDotRows")) {
+        while (r + row_group <= row_end) : (r += row_group) {
+            var w_rows: [row_group][]align(1) const E.Block = undefined;
+            inline for (0..row_group) |i| w_rows[i] = job.weightRow(r + i);
+            for (0..job.tokens) |t| {
+                const sums = E.vecDotRows(row_group, w_rows, job.actRow(t));
+                inline for (0..row_group) |i| job.out[t * job.rows + r + i] = sums[i];
+            }
+        }
+    }
+    while (r < row_end) : (r += 1) {
+        const w_row = job.weightRow(r);
+        for (0..job.tokens) |t| job.out[t * job.rows + r] = E.vecDot(w_row, job.actRow(t));
+    }
+}
+
+/// The matmul of entry `E`. `cols % E.block_elems == 0`, `cols % E.Act.block_elems == 0`,
+/// and the pool's scratch holds `scratchBytes(E.Act, cols, tokens)` (checked by the caller).
+pub fn matmul(comptime E: type, pool: *Pool, out: [*]f32, w: [*]align(1) const E.Block, x: [*]const f32, rows: usize, cols: usize, tokens: usize, act_ready: bool) Status {
+    std.debug.assert(cols % E.block_elems == 0 and cols % E.Act.block_elems == 0);
+    std.debug.assert(pool.scratch.len >= scratchBytes(E.Act, cols, tokens));
+    const job: Job(E) = .{ .out = out, .w = w, .x = x, .act = pool.scratch.ptr, .rows = rows, .cols = cols, .tokens = tokens };
+    const Runner = struct {
+        fn quantize(j: *const Job(E), begin: usize, end: usize) void {
+            quantizeRange(E, j, begin, end);
+        }
+        fn dot(j: *const Job(E), begin: usize, end: usize) void {
+            dotRange(E, j, begin, end);
+        }
+    };
+    if (!act_ready) {
+        const status = pool.run(Job(E), &job, Runner.quantize, tokens, 1, tokens * cols, parallel_threshold_macs);
+        if (status != .ok) return status;
+    }
+    return pool.run(Job(E), &job, Runner.dot, rows, row_group, rows * cols * tokens, parallel_threshold_macs);
+}
+
+// ---------------------------------------------------------------------------
+// Tests: a toy 16-element type (i8 quants, f32 scale) against f32 activations in i8 too.
+
+const testing = std.testing;
+
+const ToyAct = struct {
+    pub const name = "toy-act";
+    pub const block_elems: usize = 16;
+    pub const Block = extern struct { d: f32, qs: [16]i8 };
+    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
+        for (y, 0..) |*b, i| {
+            var amax: f32 = 0;
+            for (x[i * 16 ..][0..16]) |v| amax = @max(amax, @abs(v));
+            b.d = amax / 127;
+            const id: f32 = if (b.d != 0) 1 / b.d else 0;
+            for (x[i * 16 ..][0..16], &b.qs) |v, *q| q.* = @intFromFloat(@round(v * id));
+        }
+    }
+};
+
+const Toy = struct {
+    pub const ggml_type: u32 = 1000;
+    pub const name = "TOY";
+    pub const block_elems: usize = 16;
+    pub const Block = ToyAct.Block;
+    pub const Act = ToyAct;
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        var sum: f32 = 0;
+        for (w, a) |wb, ab| {
+            var isum: i32 = 0;
+            for (wb.qs, ab.qs) |p, q| isum += @as(i32, p) * q;
+            sum += wb.d * ab.d * @as(f32, @floatFromInt(isum));
+        }
+        return sum;
+    }
+};
+
+const ToyTiled = struct {
+    pub const ggml_type: u32 = 1001;
+    pub const name = "TOY_TILED";
+    pub const block_elems: usize = 16;
+    pub const Block = ToyAct.Block;
+    pub const Act = ToyAct;
+    pub const vecDot = Toy.vecDot;
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        var sums: [R]f32 = undefined;
+        inline for (0..R) |i| sums[i] = Toy.vecDot(w_rows[i], a);
+        return sums;
+    }
+};
+
+test "the generic driver is bit-identical at 1..4 threads, with and without tiles, and shares activations" {
+    const rows = 37;
+    const cols = 64;
+    const tokens = 5;
+    var prng = std.Random.DefaultPrng.init(3);
+    const random = prng.random();
+    var wf: [rows * cols]f32 = undefined;
+    for (&wf) |*v| v.* = random.float(f32) * 2 - 1;
+    var w: [rows * cols / 16]ToyAct.Block = undefined;
+    ToyAct.quantizeRow(&wf, &w);
+    var x: [tokens * cols]f32 = undefined;
+    for (&x) |*v| v.* = random.float(f32) * 2 - 1;
+
+    var expected: [tokens * rows]f32 = undefined;
+    for (0..tokens) |t| {
+        var a: [cols / 16]ToyAct.Block = undefined;
+        ToyAct.quantizeRow(x[t * cols ..][0..cols], &a);
+        for (0..rows) |r| expected[t * rows + r] = Toy.vecDot(w[r * cols / 16 ..][0 .. cols / 16], &a);
+    }
+    for (1..5) |threads| {
+        const pool = try Pool.create(testing.allocator, @intCast(threads));
+        defer pool.destroy(testing.allocator);
+        try pool.reserve(testing.allocator, scratchBytes(ToyAct, cols, tokens));
+        var out: [tokens * rows]f32 = @splat(std.math.nan(f32));
+        try testing.expectEqual(Status.ok, matmul(Toy, pool, &out, &w, &x, rows, cols, tokens, false));
+        try testing.expectEqualSlices(f32, &expected, &out);
+        var tiled: [tokens * rows]f32 = @splat(std.math.nan(f32));
+        // The activations from the call above are reused: x may be anything now.
+        var garbage: [tokens * cols]f32 = @splat(1e30);
+        try testing.expectEqual(Status.ok, matmul(ToyTiled, pool, &tiled, &w, &garbage, rows, cols, tokens, true));
+        try testing.expectEqualSlices(f32, &expected, &tiled);
+    }
+}

@@ -1,0 +1,699 @@
+//! ggml's legacy 32-element weight types: Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL.
+//!
+//! Each type is one namespace with ggml's block layout, its dequantizer and reference
+//! quantizer (bit-exact with ggml-quants.c as llama-quantize runs it: ggml-base is built
+//! for the baseline ISA, so no `a*b + c` is fused there and neither is it here), a scalar
+//! dot product in ggml's generic order (`vecDotRef`) and a SIMD one (`vecDot`, plus the
+//! multi-row tile `vecDotRows`) against the activation format of ggml's `vec_dot_type`
+//! (Q8_0 for Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1; see quant_act.zig).
+//!
+//! The SIMD dot products compute, per pair of blocks, 16 exact int32 lanes (lane g of a
+//! block = Σ of 4 consecutive products, the `vpdpbusd` layout) and then run exactly the
+//! float operations of llama.cpp's x86 kernels (ggml-cpu/arch/x86/quants.c, AVX2 branch,
+//! which AVX-512 builds also take): per block one fused multiply-add of the lanes by
+//! dw·da into an 8-lane accumulator (IQ4_NL: two, even and odd blocks, plus a scalar
+//! last block), the Q4_1/Q5_1 min terms in a fused scalar chain, and ggml's
+//! `hsum_float_8` tree. So `vecDot` returns llama.cpp's bits on every path (AVX-512
+//! VNNI, AVX2, generic `@Vector`: same integer lanes, same float operations), and a
+//! row's result never depends on the tile size or on the thread computing it.
+//! `vecDotRef` is ggml's generic scalar order instead (different rounding).
+const std = @import("std");
+const builtin = @import("builtin");
+const simd = @import("simd.zig");
+const act = @import("quant_act.zig");
+
+const x86 = std.Target.x86;
+
+/// Elements per block of every legacy type.
+const qk: usize = 32;
+
+/// ggml's IQ4_NL codebook (`kvalues_iq4nl`).
+pub const kvalues_iq4nl = [16]i8{ -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+const kvalues_f32: [16]f32 = blk: {
+    var t: [16]f32 = undefined;
+    for (0..16) |i| t[i] = kvalues_iq4nl[i];
+    break :blk t;
+};
+
+/// Which SIMD code `vecDot` runs. Every path gives bit-identical results.
+pub const Path = enum { vnni, avx2, generic };
+
+/// AVX-512 VNNI path needs 512-bit `vpdpbusd` (avx512vnni) and 512-bit byte shuffles (avx512bw).
+pub const has_vnni_path = builtin.cpu.arch == .x86_64 and
+    x86.featureSetHas(builtin.cpu.features, .avx512vnni) and
+    x86.featureSetHas(builtin.cpu.features, .avx512bw);
+
+/// The path `vecDot` uses on the compile target.
+pub const best_path: Path = if (has_vnni_path) .vnni else if (simd.has_avx2) .avx2 else .generic;
+
+/// The paths this target can run (the tests check each of them).
+pub const available_paths: []const Path = if (has_vnni_path)
+    &.{ .vnni, .avx2, .generic }
+else if (simd.has_avx2)
+    &.{ .avx2, .generic }
+else
+    &.{.generic};
+
+const Kind = enum { q4_0, q4_1, q5_0, q5_1, iq4_nl };
+
+/// Q4_0: d·(q − 8), q 4-bit. 18 bytes per 32 weights.
+pub const Q4_0 = Legacy(.q4_0);
+/// Q4_1: d·q + m, q 4-bit. 20 bytes per 32 weights.
+pub const Q4_1 = Legacy(.q4_1);
+/// Q5_0: d·(q − 16), q 5-bit (high bits in qh). 22 bytes per 32 weights.
+pub const Q5_0 = Legacy(.q5_0);
+/// Q5_1: d·q + m, q 5-bit (high bits in qh). 24 bytes per 32 weights.
+pub const Q5_1 = Legacy(.q5_1);
+/// IQ4_NL: d·kvalues_iq4nl[q], q 4-bit. 18 bytes per 32 weights.
+pub const IQ4_NL = Legacy(.iq4_nl);
+
+fn BlockOf(comptime kind: Kind) type {
+    return switch (kind) {
+        .q4_0, .iq4_nl => extern struct { d: f16, qs: [qk / 2]u8 },
+        .q4_1 => extern struct { d: f16, m: f16, qs: [qk / 2]u8 },
+        .q5_0 => extern struct { d: f16, qh: [4]u8, qs: [qk / 2]u8 },
+        .q5_1 => extern struct { d: f16, m: f16, qh: [4]u8, qs: [qk / 2]u8 },
+    };
+}
+
+const U8x64 = @Vector(64, u8);
+const I8x64 = @Vector(64, i8);
+const I32x16 = @Vector(16, i32);
+const F32x16 = @Vector(16, f32);
+const F32x8 = @Vector(8, f32);
+const first8 = std.simd.iota(i32, 8);
+const second8 = std.simd.iota(i32, 8) + @as(@Vector(8, i32), @splat(8));
+
+fn Legacy(comptime kind: Kind) type {
+    return struct {
+        pub const ggml_type: u32 = switch (kind) {
+            .q4_0 => 2,
+            .q4_1 => 3,
+            .q5_0 => 6,
+            .q5_1 => 7,
+            .iq4_nl => 20,
+        };
+        pub const name = switch (kind) {
+            .q4_0 => "Q4_0",
+            .q4_1 => "Q4_1",
+            .q5_0 => "Q5_0",
+            .q5_1 => "Q5_1",
+            .iq4_nl => "IQ4_NL",
+        };
+        pub const block_elems: usize = qk;
+        pub const Block = BlockOf(kind);
+        comptime {
+            const want: usize = switch (kind) {
+                .q4_0, .iq4_nl => 18,
+                .q4_1 => 20,
+                .q5_0 => 22,
+                .q5_1 => 24,
+            };
+            std.debug.assert(@sizeOf(Block) == want);
+        }
+        /// ggml's vec_dot_type of this type.
+        pub const Act = if (has_min) act.Q8_1 else act.Q8_0;
+
+        const has_min = kind == .q4_1 or kind == .q5_1;
+        const has_qh = kind == .q5_0 or kind == .q5_1;
+        /// The weights enter the integer dot product as unsigned `u`, value = u − offset
+        /// (IQ4_NL: u = kvalues + 128).
+        const offset: u8 = switch (kind) {
+            .q4_0 => 8,
+            .q5_0 => 16,
+            .iq4_nl => 128,
+            .q4_1, .q5_1 => 0,
+        };
+
+        /// The 5-bit (or 4-bit) code of element j of a block, 0..31.
+        inline fn code(block: anytype, j: usize) u8 {
+            const nib: u8 = if (j < 16) block.qs[j] & 0x0F else block.qs[j - 16] >> 4;
+            if (!has_qh) return nib;
+            const qh = std.mem.readInt(u32, &block.qh, .little);
+            return nib | @as(u8, @intCast((qh >> @intCast(j)) & 1)) << 4;
+        }
+
+        /// ggml's dequantize_row_* (same float operations: one multiply, then one add
+        /// for the types with a min).
+        pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+            std.debug.assert(y.len == x.len * qk);
+            for (x, 0..) |block, b| {
+                const d: f32 = block.d;
+                const out = y[b * qk ..][0..qk];
+                for (0..qk) |j| {
+                    const c = code(block, j);
+                    out[j] = switch (kind) {
+                        .q4_0 => @as(f32, @floatFromInt(@as(i32, c) - 8)) * d,
+                        .q5_0 => @as(f32, @floatFromInt(@as(i32, c) - 16)) * d,
+                        .q4_1, .q5_1 => @as(f32, @floatFromInt(c)) * d + @as(f32, block.m),
+                        .iq4_nl => d * @as(f32, @floatFromInt(kvalues_iq4nl[c])),
+                    };
+                }
+            }
+        }
+
+        /// ggml's quantize_row_*_ref, i.e. the bytes llama-quantize writes without an
+        /// importance matrix. For IQ4_NL that is `quantize_iq4_nl` with no weights (the
+        /// 7-step scale search), not `quantize_row_iq4_nl_ref` (which skips the search).
+        /// NaN/inf input gives defined (meaningless) codes instead of undefined behaviour.
+        pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+            std.debug.assert(x.len == y.len * qk);
+            for (y, 0..) |*block, b| {
+                const xb = x[b * qk ..][0..qk];
+                switch (kind) {
+                    .q4_0, .q5_0 => quantizeSymmetric(xb, block),
+                    .q4_1, .q5_1 => quantizeMinMax(xb, block),
+                    .iq4_nl => quantizeIq4nl(xb, block),
+                }
+            }
+        }
+
+        const max_code: f32 = if (kind == .q5_0 or kind == .q5_1) 31 else 15;
+
+        /// Truncates toward zero like C's float-to-integer conversion, with the MIN(…)
+        /// ggml applies; the clamp to >= 0 only matters for NaN/inf input.
+        inline fn truncCode(v: f32) u8 {
+            return @intFromFloat(@min(@max(v, 0), max_code));
+        }
+
+        inline fn storeCodes(block: *align(1) Block, codes: *const [qk]u8) void {
+            var qh: u32 = 0;
+            for (0..qk / 2) |j| {
+                block.qs[j] = (codes[j] & 0x0F) | ((codes[j + 16] & 0x0F) << 4);
+                if (has_qh) {
+                    qh |= @as(u32, codes[j] >> 4) << @intCast(j);
+                    qh |= @as(u32, codes[j + 16] >> 4) << @intCast(j + 16);
+                }
+            }
+            if (has_qh) std.mem.writeInt(u32, &block.qh, qh, .little);
+        }
+
+        /// Q4_0 / Q5_0: d = max/−8 (−16) where max is the value of largest magnitude.
+        fn quantizeSymmetric(xb: *const [qk]f32, block: *align(1) Block) void {
+            var amax: f32 = 0;
+            var max: f32 = 0;
+            for (xb) |v| {
+                if (amax < @abs(v)) {
+                    amax = @abs(v);
+                    max = v;
+                }
+            }
+            const half: f32 = if (kind == .q4_0) 8 else 16;
+            const d = max / -half;
+            const id: f32 = if (d != 0) 1.0 / d else 0.0;
+            block.d = @floatCast(d);
+            var codes: [qk]u8 = undefined;
+            for (xb, &codes) |v, *c| {
+                const scaled = v * id;
+                c.* = truncCode(scaled + (half + 0.5));
+            }
+            storeCodes(block, &codes);
+        }
+
+        /// Q4_1 / Q5_1: d = (max − min)/15 (31), m = min.
+        fn quantizeMinMax(xb: *const [qk]f32, block: *align(1) Block) void {
+            var min: f32 = std.math.floatMax(f32);
+            var max: f32 = -std.math.floatMax(f32);
+            for (xb) |v| {
+                if (v < min) min = v;
+                if (v > max) max = v;
+            }
+            const d = (max - min) / max_code;
+            const id: f32 = if (d != 0) 1.0 / d else 0.0;
+            block.d = @floatCast(d);
+            block.m = @floatCast(min);
+            var codes: [qk]u8 = undefined;
+            for (xb, &codes) |v, *c| {
+                const scaled = (v - min) * id;
+                c.* = truncCode(scaled + 0.5);
+            }
+            storeCodes(block, &codes);
+        }
+
+        /// ggml's quantize_row_iq4_nl_impl for one 32-element block with no importance
+        /// weights and ntry = 7 (what quantize_iq4_nl runs for llama-quantize).
+        fn quantizeIq4nl(xb: *const [qk]f32, block: *align(1) Block) void {
+            const ntry = 7;
+            const values = &kvalues_iq4nl;
+            const v0 = kvalues_f32[0];
+            var weight: [qk]f32 = undefined;
+            for (xb, &weight) |v, *w| w.* = v * v;
+            var amax: f32 = 0;
+            var max: f32 = 0;
+            for (xb) |v| {
+                const ax = @abs(v);
+                if (ax > amax) {
+                    amax = ax;
+                    max = v;
+                }
+            }
+            var scale: f32 = 0;
+            if (!(amax < 1e-15)) {
+                var d = -max / v0;
+                var id = 1 / d;
+                var sumqx: f32 = 0;
+                var sumq2: f32 = 0;
+                for (xb, weight) |v, w| {
+                    const q = kvalues_f32[bestIndex(id * v)];
+                    const wq = w * q;
+                    sumqx += wq * v;
+                    sumq2 += wq * q;
+                }
+                d = if (sumq2 > 0) sumqx / sumq2 else 0;
+                var best = d * sumqx;
+                var itry: i32 = -ntry;
+                while (itry <= ntry) : (itry += 1) {
+                    id = @as(f32, @floatFromInt(itry + values[0])) / max;
+                    sumqx = 0;
+                    sumq2 = 0;
+                    for (xb, weight) |v, w| {
+                        const q = kvalues_f32[bestIndex(id * v)];
+                        const wq = w * q;
+                        sumqx += wq * v;
+                        sumq2 += wq * q;
+                    }
+                    if (sumq2 > 0 and sumqx * sumqx > best * sumq2) {
+                        d = sumqx / sumq2;
+                        best = d * sumqx;
+                    }
+                }
+                scale = d;
+            }
+            block.d = @floatCast(scale);
+            const id: f32 = if (scale != 0) 1 / scale else 0;
+            var codes: [qk]u8 = undefined;
+            for (xb, &codes) |v, *c| c.* = bestIndex(id * v);
+            storeCodes(block, &codes);
+        }
+
+        /// Scalar dot product in the order of ggml's `ggml_vec_dot_*_generic`: exact
+        /// int32 block sums, scaled and added left to right in f32.
+        pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            std.debug.assert(w.len == a.len);
+            var sumf: f32 = 0;
+            for (w, a) |wb, ab| {
+                var sumi: i32 = 0;
+                for (0..qk) |j| {
+                    const c = code(wb, j);
+                    const v: i32 = switch (kind) {
+                        .q4_0 => @as(i32, c) - 8,
+                        .q5_0 => @as(i32, c) - 16,
+                        .q4_1, .q5_1 => c,
+                        .iq4_nl => kvalues_iq4nl[c],
+                    };
+                    sumi += v * ab.qs[j];
+                }
+                const dw: f32 = wb.d;
+                const da: f32 = ab.d;
+                const fi: f32 = @floatFromInt(sumi);
+                switch (kind) {
+                    .q4_0 => sumf += fi * dw * da,
+                    .q5_0 => sumf += (dw * da) * fi,
+                    .iq4_nl => sumf += (da * dw) * fi,
+                    .q4_1, .q5_1 => sumf += (dw * da) * fi + @as(f32, wb.m) * @as(f32, ab.s),
+                }
+            }
+            return sumf;
+        }
+
+        /// Σ over the row of w·a with the fastest path of the target.
+        pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            return vecDotPath(best_path, w, a);
+        }
+
+        /// `R` rows against the same activations; element r is bit-identical to
+        /// `vecDot(w_rows[r], a)` (the activation-only work is shared).
+        pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+            return vecDotRowsPath(best_path, R, w_rows, a);
+        }
+
+        /// `vecDot` on a chosen path (the tests run every path the host supports).
+        pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            return vecDotRowsPath(path, 1, .{w}, a)[0];
+        }
+
+        pub fn vecDotRowsPath(comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+            const n = a.len;
+            inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
+            // llama.cpp's x86 order: per block acc = fma(dw·da, lanes, acc) into one
+            // 8-lane accumulator (IQ4_NL: even blocks into acc, odd ones into acc_odd,
+            // the last odd block added scalar), the min terms in a scalar chain.
+            var acc: [R]F32x8 = @splat(@splat(0));
+            var acc_odd: [R]F32x8 = @splat(@splat(0));
+            var summs: [R]f32 = @splat(0);
+            var b: usize = 0;
+            while (b < n) : (b += 2) {
+                const pair = b + 1 < n;
+                if (kind == .iq4_nl and !pair) break;
+                const a0 = &a[b];
+                const a1 = if (pair) &a[b + 1] else a0;
+                const zero32: @Vector(32, i8) = @splat(0);
+                const av0: @Vector(32, i8) = a0.qs;
+                const av1: @Vector(32, i8) = if (pair) a1.qs else zero32;
+                const av: I8x64 = std.simd.join(av0, av1);
+                const da0: f32 = a0.d;
+                const da1: f32 = a1.d;
+                const shared = actShared(path, av);
+                inline for (0..R) |r| {
+                    const w0 = &w_rows[r][b];
+                    const w1 = if (pair) &w_rows[r][b + 1] else w0;
+                    const u = unpackPair(w0, w1);
+                    const lanes: F32x16 = @floatFromInt(pairLanes(path, u, av, shared));
+                    const lo: F32x8 = @shuffle(f32, lanes, undefined, first8);
+                    const hi: F32x8 = @shuffle(f32, lanes, undefined, second8);
+                    const dw0: f32 = w0.d;
+                    const dw1: f32 = w1.d;
+                    acc[r] = @mulAdd(F32x8, @splat(dw0 * da0), lo, acc[r]);
+                    if (has_min) summs[r] = minTerm(w0.m, a0.s, summs[r]);
+                    if (pair) {
+                        if (kind == .iq4_nl) {
+                            acc_odd[r] = @mulAdd(F32x8, @splat(dw1 * da1), hi, acc_odd[r]);
+                        } else {
+                            acc[r] = @mulAdd(F32x8, @splat(dw1 * da1), hi, acc[r]);
+                        }
+                        if (has_min) summs[r] = minTerm(w1.m, a1.s, summs[r]);
+                    }
+                }
+            }
+            var out: [R]f32 = undefined;
+            inline for (0..R) |r| {
+                if (kind == .iq4_nl) {
+                    out[r] = simd.hsum(8, f32, acc[r] + acc_odd[r]);
+                    if (b < n) {
+                        // ggml's scalar tail for an odd block count.
+                        var sumi: i32 = 0;
+                        for (0..qk) |j| sumi += @as(i32, kvalues_iq4nl[code(w_rows[r][b], j)]) * a[b].qs[j];
+                        const d = @as(f32, a[b].d) * @as(f32, w_rows[r][b].d);
+                        out[r] = @mulAdd(f32, d, @floatFromInt(sumi), out[r]);
+                    }
+                } else {
+                    out[r] = simd.hsum(8, f32, acc[r]);
+                    if (has_min) out[r] += summs[r];
+                }
+            }
+            return out;
+        }
+
+        /// summs += m·s as GCC compiles it for llama.cpp's CPU backend (-march=native
+        /// contracts it into one fused multiply-add).
+        inline fn minTerm(m: f16, s: f16, sum: f32) f32 {
+            return @mulAdd(f32, m, s, sum);
+        }
+
+        /// The 64 codes of a block pair in element order (block 0 then block 1). For
+        /// IQ4_NL these are the codebook indices.
+        inline fn unpackPair(w0: *align(1) const Block, w1: *align(1) const Block) U8x64 {
+            const q0: @Vector(16, u8) = w0.qs;
+            const q1: @Vector(16, u8) = w1.qs;
+            const v = std.simd.join(q0, q1);
+            const lo = v & @as(@Vector(32, u8), @splat(0x0F));
+            const hi = v >> @as(@Vector(32, u3), @splat(4));
+            var u: U8x64 = @shuffle(u8, lo, hi, nibble_order);
+            if (has_qh) {
+                const h0 = std.mem.readInt(u32, &w0.qh, .little);
+                const h1 = std.mem.readInt(u32, &w1.qh, .little);
+                const bits: @Vector(64, bool) = @bitCast(@as(u64, h0) | @as(u64, h1) << 32);
+                u |= @select(u8, bits, @as(U8x64, @splat(0x10)), @as(U8x64, @splat(0)));
+            }
+            return u;
+        }
+
+        /// Activation-only terms, shared by every row of a tile: the offset correction
+        /// (−offset·Σ of each group of 4 activations) in the form each path consumes.
+        const Shared = switch (offset) {
+            0 => void,
+            else => I32x16,
+        };
+
+        inline fn actShared(comptime path: Path, av: I8x64) Shared {
+            if (offset == 0) return {};
+            const off: U8x64 = @splat(offset);
+            return switch (path) {
+                .vnni => @as(I32x16, @splat(0)) - dpbusd(@splat(0), off, av),
+                .avx2, .generic => -%dotGeneric(@as(@Vector(64, i16), off), av),
+            };
+        }
+
+        /// 16 exact lanes Σ_{j<4} value[4g+j]·a[4g+j] of a block pair.
+        inline fn pairLanes(comptime path: Path, u: U8x64, av: I8x64, shared: Shared) I32x16 {
+            switch (path) {
+                .vnni => {
+                    const wu = if (kind == .iq4_nl) pshufb64(iq4nl_table_u8, u) else u;
+                    const init: I32x16 = if (offset == 0) @splat(0) else shared;
+                    return dpbusd(init, wu, av);
+                },
+                .avx2 => {
+                    const lo = avx2Lanes(slice32(u8, u, 0), slice32(i8, av, 0));
+                    const hi = avx2Lanes(slice32(u8, u, 1), slice32(i8, av, 1));
+                    return std.simd.join(lo, hi);
+                },
+                .generic => {
+                    if (kind == .iq4_nl) {
+                        var wv: @Vector(64, i16) = undefined;
+                        inline for (0..64) |i| wv[i] = kvalues_iq4nl[u[i]];
+                        return dotGeneric(wv, av);
+                    }
+                    const lanes = dotGeneric(@as(@Vector(64, i16), u), av);
+                    return if (offset == 0) lanes else lanes +% shared;
+                },
+            }
+        }
+
+        /// 8 lanes of one block with AVX2: `vpmaddubsw` (u ≤ 31, or |w| ≤ 127 for IQ4_NL:
+        /// no i16 saturation) then `vpmaddwd` by ones.
+        inline fn avx2Lanes(u: @Vector(32, u8), av: @Vector(32, i8)) @Vector(8, i32) {
+            var pairs: @Vector(16, i16) = undefined;
+            if (kind == .iq4_nl) {
+                const wv: @Vector(32, i8) = @bitCast(pshufb32(iq4nl_table_i8, u));
+                const w_abs: @Vector(32, u8) = @abs(wv);
+                const a_signed = asm ("vpsignb %[w], %[x], %[out]"
+                    : [out] "=x" (-> @Vector(32, i8)),
+                    : [x] "x" (av),
+                      [w] "x" (wv),
+                );
+                pairs = maddubs(w_abs, a_signed);
+            } else {
+                pairs = maddubs(u, av);
+                if (offset != 0) pairs -%= maddubs(@splat(offset), av);
+            }
+            const ones: @Vector(16, i16) = @splat(1);
+            return asm ("vpmaddwd %[ones], %[p], %[out]"
+                : [out] "=x" (-> @Vector(8, i32)),
+                : [p] "x" (pairs),
+                  [ones] "x" (ones),
+            );
+        }
+    };
+}
+
+/// lo/hi nibble vectors (32 each, bytes of block 0 then block 1) -> element order:
+/// block 0 elements 0..15 (lo 0..15), 16..31 (hi 0..15), block 1 the same from 16..31.
+const nibble_order = blk: {
+    var mask: [64]i32 = undefined;
+    for (0..64) |i| {
+        const block = i / 32;
+        const e = i % 32;
+        mask[i] = if (e < 16) @intCast(block * 16 + e) else ~@as(i32, @intCast(block * 16 + e - 16));
+    }
+    break :blk mask;
+};
+
+const iq4nl_table_u8: U8x64 = blk: {
+    var t: [64]u8 = undefined;
+    for (0..64) |i| t[i] = @intCast(@as(i32, kvalues_iq4nl[i % 16]) + 128);
+    break :blk t;
+};
+
+const iq4nl_table_i8: @Vector(32, u8) = blk: {
+    var t: [32]u8 = undefined;
+    for (0..32) |i| t[i] = @bitCast(kvalues_iq4nl[i % 16]);
+    break :blk t;
+};
+
+inline fn slice32(comptime T: type, v: @Vector(64, T), comptime half: usize) @Vector(32, T) {
+    const idx = comptime std.simd.iota(i32, 32) + @as(@Vector(32, i32), @splat(@intCast(half * 32)));
+    return @shuffle(T, v, undefined, idx);
+}
+
+/// 16 lanes, lane g = Σ_{j<4} w[4g+j]·a[4g+j], exact (wrapping adds: the true sums fit).
+inline fn dotGeneric(wv: @Vector(64, i16), av: I8x64) I32x16 {
+    const p: @Vector(64, i32) = @as(@Vector(64, i32), wv) * @as(@Vector(64, i32), av);
+    const even32 = comptime std.simd.iota(i32, 32) * @as(@Vector(32, i32), @splat(2));
+    const pairs = @shuffle(i32, p, undefined, even32) +% @shuffle(i32, p, undefined, even32 + @as(@Vector(32, i32), @splat(1)));
+    const even16 = comptime std.simd.iota(i32, 16) * @as(@Vector(16, i32), @splat(2));
+    return @shuffle(i32, pairs, undefined, even16) +% @shuffle(i32, pairs, undefined, even16 + @as(@Vector(16, i32), @splat(1)));
+}
+
+inline fn dpbusd(acc: I32x16, u: U8x64, s: I8x64) I32x16 {
+    return asm ("vpdpbusd %[s], %[u], %[acc]"
+        : [acc] "=v" (-> I32x16),
+        : [_] "0" (acc),
+          [u] "v" (u),
+          [s] "v" (s),
+    );
+}
+
+inline fn pshufb64(table: U8x64, idx: U8x64) U8x64 {
+    return asm ("vpshufb %[idx], %[t], %[out]"
+        : [out] "=v" (-> U8x64),
+        : [t] "v" (table),
+          [idx] "v" (idx),
+    );
+}
+
+inline fn pshufb32(table: @Vector(32, u8), idx: @Vector(32, u8)) @Vector(32, u8) {
+    return asm ("vpshufb %[idx], %[t], %[out]"
+        : [out] "=x" (-> @Vector(32, u8)),
+        : [t] "x" (table),
+          [idx] "x" (idx),
+    );
+}
+
+inline fn maddubs(u: @Vector(32, u8), s: @Vector(32, i8)) @Vector(16, i16) {
+    return asm ("vpmaddubsw %[s], %[u], %[out]"
+        : [out] "=x" (-> @Vector(16, i16)),
+        : [u] "x" (u),
+          [s] "x" (s),
+    );
+}
+
+/// ggml's best_index_int8 over kvalues_iq4nl: the nearest codebook entry (ties to the
+/// upper one), by bisection. NaN maps to 15.
+fn bestIndex(x: f32) u8 {
+    const val = &kvalues_f32;
+    if (x <= val[0]) return 0;
+    if (x >= val[15]) return 15;
+    var ml: usize = 0;
+    var mu: usize = 15;
+    while (mu - ml > 1) {
+        const mav = (ml + mu) / 2;
+        if (x < val[mav]) mu = mav else ml = mav;
+    }
+    return if (x - val[mu - 1] < val[mu] - x) @intCast(mu - 1) else @intCast(mu);
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+
+const testing = std.testing;
+
+const all_types = .{ Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL };
+
+fn randomBlocks(comptime T: type, rnd: std.Random, blocks: []T.Block) void {
+    for (blocks) |*b| {
+        rnd.bytes(std.mem.asBytes(b));
+        b.d = @floatCast((rnd.float(f32) * 2 - 1) * 0.05);
+        if (@hasField(T.Block, "m")) b.m = @floatCast((rnd.float(f32) * 2 - 1) * 0.5);
+    }
+}
+
+/// Σ_blocks |dw·da|·Σ_j |w_j·a_j| + |m·s|: the magnitude the dot-product error budget
+/// is relative to.
+fn dotMagnitude(comptime T: type, w: []const T.Block, a: []const T.Act.Block) f64 {
+    var wf: [qk]f32 = undefined;
+    var total: f64 = 0;
+    for (w, a) |wb, ab| {
+        T.dequantizeRow(&.{wb}, &wf);
+        for (wf, ab.qs) |x, q| total += @abs(@as(f64, x) * @as(f64, ab.d) * @as(f64, @floatFromInt(q)));
+        if (@hasField(T.Block, "m")) total += @abs(@as(f64, wb.m) * @as(f64, ab.s));
+    }
+    return total;
+}
+
+test "vecDot equals vecDotRef within rounding on random rows of awkward lengths; every path and tile bit-identical" {
+    var prng = std.Random.DefaultPrng.init(11);
+    const rnd = prng.random();
+    inline for (all_types) |T| {
+        for ([_]usize{ 1, 2, 3, 5, 17, 64, 129 }) |nb| {
+            var w: [3][129]T.Block = undefined;
+            var a: [129]T.Act.Block = undefined;
+            var x: [129 * qk]f32 = undefined;
+            for (0..3) |r| randomBlocks(T, rnd, w[r][0..nb]);
+            for (x[0 .. nb * qk]) |*v| v.* = (rnd.float(f32) * 2 - 1) * 3;
+            T.Act.quantizeRow(x[0 .. nb * qk], a[0..nb]);
+            for (0..3) |r| {
+                const ref = T.vecDotRef(w[r][0..nb], a[0..nb]);
+                const fast = T.vecDot(w[r][0..nb], a[0..nb]);
+                const mag = dotMagnitude(T, w[r][0..nb], a[0..nb]);
+                const budget = @as(f64, @floatFromInt(nb + 16)) * std.math.floatEps(f32) * mag;
+                if (@abs(@as(f64, ref) - fast) > budget) {
+                    std.debug.print("{s} nb={d}: ref {e} fast {e} budget {e}\n", .{ T.name, nb, ref, fast, budget });
+                    return error.TestExpectedApproxEq;
+                }
+                inline for (available_paths) |path| {
+                    try testing.expectEqual(fast, T.vecDotPath(path, w[r][0..nb], a[0..nb]));
+                }
+            }
+            const rows = [3][]align(1) const T.Block{ w[0][0..nb], w[1][0..nb], w[2][0..nb] };
+            const tile = T.vecDotRows(3, rows, a[0..nb]);
+            for (0..3) |r| try testing.expectEqual(T.vecDot(w[r][0..nb], a[0..nb]), tile[r]);
+        }
+    }
+}
+
+test "dequantizeRow decodes hand-made blocks" {
+    // Q4_0: d = 2, byte 0x1F -> element 0 = (15-8)*2, element 16 = (1-8)*2.
+    var b40 = std.mem.zeroes(Q4_0.Block);
+    b40.d = 2;
+    b40.qs[0] = 0x1F;
+    var y: [32]f32 = undefined;
+    Q4_0.dequantizeRow(&.{b40}, &y);
+    try testing.expectEqual(@as(f32, 14), y[0]);
+    try testing.expectEqual(@as(f32, -14), y[16]);
+    try testing.expectEqual(@as(f32, -16), y[1]);
+    // Q5_1: qh bit 0 and bit 17 set: element 0 = (15|16)*d + m, element 17 = (0|16)*d + m.
+    var b51 = std.mem.zeroes(Q5_1.Block);
+    b51.d = 0.5;
+    b51.m = -1;
+    b51.qs[0] = 0x0F;
+    std.mem.writeInt(u32, &b51.qh, (1 << 0) | (1 << 17), .little);
+    Q5_1.dequantizeRow(&.{b51}, &y);
+    try testing.expectEqual(@as(f32, 31 * 0.5 - 1), y[0]);
+    try testing.expectEqual(@as(f32, -1), y[16]);
+    try testing.expectEqual(@as(f32, 16 * 0.5 - 1), y[17]);
+    // Q5_0: element 31 with its high bit: (0x0 | 16) - 16 = 0; element 30 without: -16.
+    var b50 = std.mem.zeroes(Q5_0.Block);
+    b50.d = 1;
+    std.mem.writeInt(u32, &b50.qh, 1 << 31, .little);
+    Q5_0.dequantizeRow(&.{b50}, &y);
+    try testing.expectEqual(@as(f32, 0), y[31]);
+    try testing.expectEqual(@as(f32, -16), y[30]);
+    // IQ4_NL: codes 0 and 15.
+    var bnl = std.mem.zeroes(IQ4_NL.Block);
+    bnl.d = 0.25;
+    bnl.qs[3] = 0xF0;
+    IQ4_NL.dequantizeRow(&.{bnl}, &y);
+    try testing.expectEqual(@as(f32, -127 * 0.25), y[3]);
+    try testing.expectEqual(@as(f32, 113 * 0.25), y[19]);
+}
+
+test "quantizeRowRef round trips within each type's step; NaN/inf input is defined" {
+    var prng = std.Random.DefaultPrng.init(5);
+    const rnd = prng.random();
+    inline for (all_types) |T| {
+        var x: [4 * qk]f32 = undefined;
+        for (&x) |*v| v.* = (rnd.float(f32) * 2 - 1) * 2;
+        var blocks: [4]T.Block = undefined;
+        T.quantizeRowRef(&x, &blocks);
+        var y: [4 * qk]f32 = undefined;
+        T.dequantizeRow(&blocks, &y);
+        for (0..4) |b| {
+            var amax: f32 = 0;
+            for (x[b * qk ..][0..qk]) |v| amax = @max(amax, @abs(v));
+            // Coarsest grid step of each type, relative to the block's range.
+            const step: f32 = switch (T.ggml_type) {
+                2 => amax / 8,
+                3 => 2 * amax / 15,
+                6 => amax / 16,
+                7 => 2 * amax / 31,
+                else => amax * 24 / 113,
+            };
+            for (x[b * qk ..][0..qk], y[b * qk ..][0..qk]) |a, c| try testing.expect(@abs(a - c) <= step * 1.01);
+        }
+        x[5] = std.math.nan(f32);
+        x[40] = std.math.inf(f32);
+        x[70] = -std.math.inf(f32);
+        T.quantizeRowRef(&x, &blocks); // no safety-checked conversion may trip
+    }
+}
