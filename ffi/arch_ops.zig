@@ -7,9 +7,8 @@
 //! built the same way — with 0 at or below -10 and the identity at or above 10; the result
 //! times `up`. The table is built once, on first use (128 KiB).
 //!
-//! Not wired into the graph yet: each becomes a typed op (`ffi/graph.zig`) with its
-//! validation once this branch has the typed-op protocol; the TypeScript reference
-//! kernels (`tests/_reference_kernels.ts`) already compute the same functions.
+//! Each is a typed op of `ffi/graph.zig` (`geglu`, `add_rows`, `scale`); the TypeScript
+//! reference kernels (`tests/_reference_kernels.ts`) compute the same functions.
 const std = @import("std");
 const simd = @import("simd.zig");
 const pool_zig = @import("pool.zig");
