@@ -51,4 +51,5 @@ test {
     _ = @import("arch_ops.zig");
     _ = @import("quant_act.zig");
     _ = @import("quant_legacy.zig");
+    _ = @import("quant_k_test.zig");
 }

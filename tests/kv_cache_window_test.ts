@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { parseGguf } from "../src/gguf/reader.ts";
 import { architectureOf, KvCache, readModelConfig } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
-import { ensureGemma3 } from "./_gemma.ts";
+import { ensureGemma } from "./_gemma.ts";
 
 Deno.test("KvCache: sliding layers are rings of window + batch - 1 rows; full layers the context", () => {
   const native = loadNative();
@@ -60,7 +60,7 @@ Deno.test("KvCache: without windows every layer holds the context and any prefix
 
 Deno.test("KvCache: Gemma 3 270M at -c 8192 holds no more than llama.cpp's iSWA cache (39 MiB)", async () => {
   const native = loadNative();
-  const file = native.mapFile(await ensureGemma3());
+  const file = native.mapFile(ensureGemma());
   try {
     const gguf = parseGguf(file.bytes);
     const config = readModelConfig(gguf);

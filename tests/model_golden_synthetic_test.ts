@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { makeModel, MODEL_SHAPES, type ModelType } from "../src/gguf/make_model.ts";
 import { LlamaModel } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
-import { ensureGemma3 } from "./_gemma.ts";
+import { ensureGemma } from "./_gemma.ts";
 import { ReferenceKernels } from "./_reference_kernels.ts";
 import { repoRoot, testdata } from "./_testdata.ts";
 
@@ -186,7 +186,7 @@ for (const c of CASES) {
     ignore: c.pending !== undefined,
     async fn() {
       const outDir = join(repoRoot, "models");
-      if (MODEL_SHAPES[c.shape].vocabFrom === "gemma-3-270m") await ensureGemma3(outDir);
+      if (MODEL_SHAPES[c.shape].vocabFrom === "gemma-3-270m") ensureGemma();
       const { path } = makeModel({
         shape: c.shape,
         type: c.type,

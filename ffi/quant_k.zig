@@ -1,0 +1,1447 @@
+//! ggml's K-quant weight types (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: 256-element
+//! super-blocks) and their activation format Q8_K, as the namespaces of
+//! notes/QUANT_CONTRACT.md.
+//!
+//! Bit-exactness: `quantizeRowRef` and `dequantizeRow` repeat ggml's float operations in
+//! ggml's order (ggml-base is compiled without `-march`, so its C has no FMA contraction;
+//! Zig does not contract either). `nearestInt` is ggml's magic-number rounding and the
+//! f16 conversions are ggml's bit recipes, so NaN/inf input gives ggml's bytes too and never
+//! reaches a float-to-int cast (no undefined behaviour).
+//!
+//! Dot products: every type's dot with a Q8_K row is an exact integer per super-block
+//! (Σ scale·Σ q·a with ggml's bsums corrections), combined as
+//! `sum += d·isum − dmin·summs` in super-block order. `vecDot` (SIMD) and `vecDotRef`
+//! (scalar loops) compute the same integers and the same float sequence, so they are
+//! bit-identical on every path.
+const std = @import("std");
+const builtin = @import("builtin");
+const simd = @import("simd.zig");
+
+/// Elements per super-block (ggml's QK_K).
+pub const qk_k: usize = 256;
+
+/// ggml's GROUP_MAX_EPS: groups whose largest |x| is below it quantize to zeros.
+const group_max_eps: f32 = 1e-15;
+
+// ---------------------------------------------------------------------------
+// ggml's scalar helpers
+
+/// ggml's nearest_int: round half to even through the float magic 1.5·2^23. Exact for
+/// |x| <= 2^22; other inputs (also NaN/inf) give ggml's same garbage, never UB.
+pub inline fn nearestInt(fval: f32) i32 {
+    const val = fval + 12582912.0;
+    const i: i32 = @bitCast(val);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/// ggml's ggml_compute_fp32_to_fp16 (round to nearest even; NaN -> 0x7e00 with sign).
+pub inline fn fp32ToFp16(f: f32) f16 {
+    const scale_to_inf: f32 = 0x1.0p+112;
+    const scale_to_zero: f32 = 0x1.0p-110;
+    var base = (@abs(f) * scale_to_inf) * scale_to_zero;
+    const w: u32 = @bitCast(f);
+    const shl1_w = w +% w;
+    const sign = w & 0x80000000;
+    var bias = shl1_w & 0xFF000000;
+    if (bias < 0x71000000) bias = 0x71000000;
+    base = @as(f32, @bitCast((bias >> 1) + 0x07800000)) + base;
+    const bits: u32 = @bitCast(base);
+    const exp_bits = (bits >> 13) & 0x00007C00;
+    const mantissa_bits = bits & 0x00000FFF;
+    const nonsign = exp_bits + mantissa_bits;
+    const h: u16 = @truncate((sign >> 16) | (if (shl1_w > 0xFF000000) @as(u32, 0x7E00) else nonsign));
+    return @bitCast(h);
+}
+
+/// ggml's ggml_compute_fp16_to_fp32 (exact; NaN payloads kept as ggml keeps them).
+pub inline fn fp16ToFp32(hf: f16) f32 {
+    const h: u16 = @bitCast(hf);
+    const w: u32 = @as(u32, h) << 16;
+    const sign = w & 0x80000000;
+    const two_w = w +% w;
+    const exp_offset: u32 = 0xE0 << 23;
+    const exp_scale: f32 = 0x1.0p-112;
+    const normalized_value = @as(f32, @bitCast((two_w >> 4) + exp_offset)) * exp_scale;
+    const magic_mask: u32 = 126 << 23;
+    const denormalized_value = @as(f32, @bitCast((two_w >> 17) | magic_mask)) - 0.5;
+    const denormalized_cutoff: u32 = 1 << 27;
+    const result = sign | (if (two_w < denormalized_cutoff) @as(u32, @bitCast(denormalized_value)) else @as(u32, @bitCast(normalized_value)));
+    return @bitCast(result);
+}
+
+inline fn fi(v: anytype) f32 {
+    return @floatFromInt(v);
+}
+
+/// ggml's make_qx_quants with qw == NULL (rmse_type 1: weights x²).
+fn makeQxQuants(comptime n: usize, nmax: i32, x: *const [n]f32, L: *[n]i8) f32 {
+    var max: f32 = 0;
+    var amax: f32 = 0;
+    for (x) |v| {
+        const ax = @abs(v);
+        if (ax > amax) {
+            amax = ax;
+            max = v;
+        }
+    }
+    if (amax < group_max_eps) {
+        L.* = @splat(0);
+        return 0;
+    }
+    var iscale = fi(-nmax) / max;
+    var sumlx: f32 = 0;
+    var suml2: f32 = 0;
+    for (x, L) |v, *q| {
+        var l = nearestInt(iscale * v);
+        l = @max(-nmax, @min(nmax - 1, l));
+        q.* = @truncate(l + nmax);
+        const w = v * v;
+        sumlx += w * v * fi(l);
+        suml2 += w * fi(l) * fi(l);
+    }
+    var scale: f32 = if (suml2 != 0) sumlx / suml2 else 0;
+    var best = scale * sumlx;
+    var is: i32 = -9;
+    while (is <= 9) : (is += 1) {
+        if (is == 0) continue;
+        iscale = -(fi(nmax) + 0.1 * fi(is)) / max;
+        sumlx = 0;
+        suml2 = 0;
+        for (x) |v| {
+            var l = nearestInt(iscale * v);
+            l = @max(-nmax, @min(nmax - 1, l));
+            const w = v * v;
+            sumlx += w * v * fi(l);
+            suml2 += w * fi(l) * fi(l);
+        }
+        if (suml2 > 0 and sumlx * sumlx > best * suml2) {
+            for (x, L) |v, *q| {
+                const l = nearestInt(iscale * v);
+                q.* = @truncate(nmax + @max(-nmax, @min(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/// ggml's make_q3_quants with do_rmse = true.
+fn makeQ3Quants(comptime n: usize, nmax: i32, x: *const [n]f32, L: *[n]i8) f32 {
+    var max: f32 = 0;
+    var amax: f32 = 0;
+    for (x) |v| {
+        const ax = @abs(v);
+        if (ax > amax) {
+            amax = ax;
+            max = v;
+        }
+    }
+    if (amax < group_max_eps) {
+        L.* = @splat(0);
+        return 0;
+    }
+    const iscale = fi(-nmax) / max;
+    var sumlx: f32 = 0;
+    var suml2: f32 = 0;
+    for (x, L) |v, *q| {
+        var l = nearestInt(iscale * v);
+        l = @max(-nmax, @min(nmax - 1, l));
+        q.* = @truncate(l);
+        const w = v * v;
+        sumlx += w * v * fi(l);
+        suml2 += w * fi(l) * fi(l);
+    }
+    for (0..5) |_| {
+        var n_changed: usize = 0;
+        for (x, L) |v, *q| {
+            const w = v * v;
+            var slx = sumlx - w * v * fi(q.*);
+            if (slx > 0) {
+                var sl2 = suml2 - w * fi(q.*) * fi(q.*);
+                var new_l = nearestInt(v * sl2 / slx);
+                new_l = @max(-nmax, @min(nmax - 1, new_l));
+                if (new_l != q.*) {
+                    slx += w * v * fi(new_l);
+                    sl2 += w * fi(new_l) * fi(new_l);
+                    if (sl2 > 0 and slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        q.* = @truncate(new_l);
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed += 1;
+                    }
+                }
+            }
+        }
+        if (n_changed == 0) break;
+    }
+    for (L) |*q| q.* +%= @truncate(nmax);
+    return if (suml2 > 0) sumlx / suml2 else 0;
+}
+
+/// ggml's make_qkx2_quants.
+fn makeQkx2Quants(
+    comptime n: usize,
+    nmax: i32,
+    x: *const [n]f32,
+    weights: *const [n]f32,
+    L: *[n]u8,
+    the_min: *f32,
+    Laux: *[n]u8,
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+    comptime use_mad: bool,
+) f32 {
+    var min = x[0];
+    var max = x[0];
+    var sum_w = weights[0];
+    var sum_x = sum_w * x[0];
+    for (1..n) |i| {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        const w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        L.* = @splat(0);
+        the_min.* = -min;
+        return 0;
+    }
+    var iscale = fi(nmax) / (max - min);
+    var scale = 1 / iscale;
+    var best_error: f32 = 0;
+    for (0..n) |i| {
+        const l = nearestInt(iscale * (x[i] - min));
+        L[i] = @intCast(@max(0, @min(nmax, l)));
+        var diff = scale * fi(L[i]) + min - x[i];
+        diff = if (use_mad) @abs(diff) else diff * diff;
+        best_error += weights[i] * diff;
+    }
+    if (nstep < 1) {
+        the_min.* = -min;
+        return scale;
+    }
+    var is: i32 = 0;
+    while (is <= nstep) : (is += 1) {
+        iscale = (rmin + rdelta * fi(is) + fi(nmax)) / (max - min);
+        var sum_l: f32 = 0;
+        var sum_l2: f32 = 0;
+        var sum_xl: f32 = 0;
+        for (0..n) |i| {
+            var l = nearestInt(iscale * (x[i] - min));
+            l = @max(0, @min(nmax, l));
+            Laux[i] = @intCast(l);
+            const w = weights[i];
+            sum_l += w * fi(l);
+            sum_l2 += w * fi(l) * fi(l);
+            sum_xl += w * fi(l) * x[i];
+        }
+        const D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            var this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            var this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            var cur_error: f32 = 0;
+            for (0..n) |i| {
+                var diff = this_scale * fi(Laux[i]) + this_min - x[i];
+                diff = if (use_mad) @abs(diff) else diff * diff;
+                cur_error += weights[i] * diff;
+            }
+            if (cur_error < best_error) {
+                L.* = Laux.*;
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    the_min.* = -min;
+    return scale;
+}
+
+/// ggml's get_scale_min_k4: the j-th 6-bit scale and min of a Q4_K/Q5_K block.
+inline fn getScaleMinK4(j: usize, q: *const [12]u8) struct { u8, u8 } {
+    if (j < 4) return .{ q[j] & 63, q[j + 4] & 63 };
+    return .{ (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4) };
+}
+
+/// Packs Q4_K/Q5_K's 8 scales and 8 mins (6 bits each) as ggml does.
+fn packScalesMinsK4(ls_all: [8]u8, lm_all: [8]u8, scales: *[12]u8) void {
+    for (0..8) |j| {
+        const ls = ls_all[j];
+        const lm = lm_all[j];
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
+            scales[j - 4] |= ((ls >> 4) << 6);
+            scales[j] |= ((lm >> 4) << 6);
+        }
+    }
+}
+
+/// Shared part of Q4_K and Q5_K ref quantization: the super-block's scales, mins and
+/// final levels L (0..nmax).
+fn quantizeScalesMinsK(x: *const [qk_k]f32, nmax: i32, rmin: f32, nstep: i32, d_out: *f16, dmin_out: *f16, scales_out: *[12]u8, L: *[qk_k]u8) void {
+    var Laux: [32]u8 = undefined;
+    var weights: [32]f32 = undefined;
+    var mins: [8]f32 = undefined;
+    var scales: [8]f32 = undefined;
+    var max_scale: f32 = 0;
+    var max_min: f32 = 0;
+    for (0..8) |j| {
+        const xb = x[32 * j ..][0..32];
+        var sum_x2: f32 = 0;
+        for (xb) |v| sum_x2 += v * v;
+        const av_x = @sqrt(sum_x2 / 32);
+        for (xb, &weights) |v, *w| w.* = av_x + @abs(v);
+        scales[j] = makeQkx2Quants(32, nmax, xb, &weights, L[32 * j ..][0..32], &mins[j], &Laux, rmin, 0.1, nstep, false);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const inv_scale: f32 = if (max_scale > 0) 63.0 / max_scale else 0;
+    const inv_min: f32 = if (max_min > 0) 63.0 / max_min else 0;
+    var ls: [8]u8 = undefined;
+    var lm: [8]u8 = undefined;
+    for (0..8) |j| {
+        ls[j] = @min(63, @as(u8, @truncate(@as(u32, @bitCast(nearestInt(inv_scale * scales[j]))))));
+        lm[j] = @min(63, @as(u8, @truncate(@as(u32, @bitCast(nearestInt(inv_min * mins[j]))))));
+    }
+    scales_out.* = @splat(0);
+    packScalesMinsK4(ls, lm, scales_out);
+    d_out.* = fp32ToFp16(max_scale / 63.0);
+    dmin_out.* = fp32ToFp16(max_min / 63.0);
+    for (0..8) |j| {
+        const sc, const m = getScaleMinK4(j, scales_out);
+        const d = fp16ToFp32(d_out.*) * fi(sc);
+        if (d == 0) continue;
+        const dm = fp16ToFp32(dmin_out.*) * fi(m);
+        for (0..32) |ii| {
+            const l = nearestInt((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = @intCast(@max(0, @min(nmax, l)));
+        }
+    }
+}
+
+/// ggml's kvalues_iq4nl.
+pub const kvalues_iq4nl = [16]i8{ -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/// ggml's best_index_int8 over kvalues_iq4nl.
+inline fn bestIndexIq4(x: f32) u8 {
+    const val = &kvalues_iq4nl;
+    if (x <= fi(val[0])) return 0;
+    if (x >= fi(val[15])) return 15;
+    var ml: usize = 0;
+    var mu: usize = 15;
+    while (mu - ml > 1) {
+        const mav = (ml + mu) / 2;
+        if (x < fi(val[mav])) mu = mav else ml = mav;
+    }
+    return if (x - fi(val[mu - 1]) < fi(val[mu]) - x) @intCast(mu - 1) else @intCast(mu);
+}
+
+// ---------------------------------------------------------------------------
+// Q8_K: the activation format
+
+pub const Q8_K = struct {
+    pub const name = "q8_K";
+    pub const block_elems: usize = qk_k;
+    /// ggml's block_q8_K: f32 scale, 256 quants, sums of each 16 quants.
+    pub const Block = extern struct { d: f32, qs: [qk_k]i8, bsums: [qk_k / 16]i16 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 292);
+    }
+
+    /// ggml's quantize_row_q8_K_ref (what the CPU backend uses on every arch here). An
+    /// all-zero block also gets zero bsums (ggml leaves them as they were; they are unused
+    /// there since d = 0).
+    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        for (y, 0..) |*b, i| {
+            const xb = x[i * qk_k ..][0..qk_k];
+            var max: f32 = 0;
+            var amax: f32 = 0;
+            for (xb) |v| {
+                const ax = @abs(v);
+                if (ax > amax) {
+                    amax = ax;
+                    max = v;
+                }
+            }
+            if (amax == 0) {
+                b.d = 0;
+                b.qs = @splat(0);
+                b.bsums = @splat(0);
+                continue;
+            }
+            const iscale = -127.0 / max;
+            for (xb, &b.qs) |v, *q| q.* = @truncate(@min(127, nearestInt(iscale * v)));
+            for (0..16) |j| {
+                var sum: i32 = 0;
+                for (b.qs[16 * j ..][0..16]) |q| sum += q;
+                b.bsums[j] = @truncate(sum);
+            }
+            b.d = 1 / iscale;
+        }
+    }
+
+    /// ggml's dequantize_row_q8_K.
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |b, i| {
+            for (b.qs, y[i * qk_k ..][0..qk_k]) |q, *o| o.* = b.d * fi(q);
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------
+// SIMD primitives. A "chunk" is 64 consecutive elements of a super-block: 64 unsigned
+// weight levels u (or |w| for IQ4_XS), the matching 64 activation bytes s, and one i16
+// scale per element pair. Its contribution is Σ_k scale_k·(u_2k·s_2k + u_2k+1·s_2k+1),
+// exact in i32 (callers keep u·s pairs below 2^15, as vpmaddubsw needs).
+
+pub const Path = enum { avx512vnni, avx2, generic };
+
+/// The path the target's features allow.
+pub const default_path: Path = if (simd.has_avx512vnni and
+    std.Target.x86.featureSetHas(builtin.cpu.features, .avx512bw))
+    .avx512vnni
+else if (simd.has_avx2)
+    .avx2
+else
+    .generic;
+
+const U8x64 = @Vector(64, u8);
+const I8x64 = @Vector(64, i8);
+const I16x32 = @Vector(32, i16);
+const I32x16 = @Vector(16, i32);
+const U8x32 = @Vector(32, u8);
+const I8x32 = @Vector(32, i8);
+const I16x16 = @Vector(16, i16);
+const I32x8 = @Vector(8, i32);
+
+fn lowHalfMask(comptime n: usize) [n / 2]i32 {
+    @setEvalBranchQuota(10_000);
+    var m: [n / 2]i32 = undefined;
+    for (0..n / 2) |i| m[i] = @intCast(i);
+    return m;
+}
+fn highHalfMask(comptime n: usize) [n / 2]i32 {
+    @setEvalBranchQuota(10_000);
+    var m: [n / 2]i32 = undefined;
+    for (0..n / 2) |i| m[i] = @intCast(n / 2 + i);
+    return m;
+}
+fn concatMask(comptime n: usize) [2 * n]i32 {
+    @setEvalBranchQuota(10_000);
+    var m: [2 * n]i32 = undefined;
+    for (0..n) |i| {
+        m[i] = @intCast(i);
+        m[n + i] = ~@as(i32, @intCast(i));
+    }
+    return m;
+}
+fn evenMask(comptime n: usize) [n / 2]i32 {
+    @setEvalBranchQuota(10_000);
+    var m: [n / 2]i32 = undefined;
+    for (0..n / 2) |i| m[i] = @intCast(2 * i);
+    return m;
+}
+fn oddMask(comptime n: usize) [n / 2]i32 {
+    @setEvalBranchQuota(10_000);
+    var m: [n / 2]i32 = undefined;
+    for (0..n / 2) |i| m[i] = @intCast(2 * i + 1);
+    return m;
+}
+
+inline fn lo(comptime T: type, comptime n: usize, v: @Vector(n, T)) @Vector(n / 2, T) {
+    return @shuffle(T, v, undefined, lowHalfMask(n));
+}
+inline fn hi(comptime T: type, comptime n: usize, v: @Vector(n, T)) @Vector(n / 2, T) {
+    return @shuffle(T, v, undefined, highHalfMask(n));
+}
+inline fn concat(comptime T: type, comptime n: usize, a: @Vector(n, T), b: @Vector(n, T)) @Vector(2 * n, T) {
+    return @shuffle(T, a, b, concatMask(n));
+}
+
+inline fn maddubs256(u: U8x32, s: I8x32) I16x16 {
+    return asm ("vpmaddubsw %[s], %[u], %[out]"
+        : [out] "=x" (-> I16x16),
+        : [u] "x" (u),
+          [s] "x" (s),
+    );
+}
+inline fn maddwd256(a: I16x16, b: I16x16) I32x8 {
+    return asm ("vpmaddwd %[b], %[a], %[out]"
+        : [out] "=x" (-> I32x8),
+        : [a] "x" (a),
+          [b] "x" (b),
+    );
+}
+
+/// acc + Σ pairs(scale · Σ pairs(u·s)): the chunk's contribution in 16 i32 lanes.
+inline fn chunkDot(comptime path: Path, acc: I32x16, u: U8x64, s: I8x64, scale: I16x32) I32x16 {
+    switch (path) {
+        .avx512vnni => {
+            const p = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x32),
+                : [u] "v" (u),
+                  [s] "v" (s),
+            );
+            return asm ("vpdpwssd %[sc], %[p], %[acc]"
+                : [acc] "=v" (-> I32x16),
+                : [_] "0" (acc),
+                  [p] "v" (p),
+                  [sc] "v" (scale),
+            );
+        },
+        .avx2 => {
+            const p0 = maddubs256(lo(u8, 64, u), lo(i8, 64, s));
+            const p1 = maddubs256(hi(u8, 64, u), hi(i8, 64, s));
+            const q0 = maddwd256(p0, lo(i16, 32, scale));
+            const q1 = maddwd256(p1, hi(i16, 32, scale));
+            return acc + concat(i32, 8, q0, q1);
+        },
+        .generic => {
+            const prod = @as(@Vector(64, i16), u) * @as(@Vector(64, i16), s);
+            const p = @shuffle(i16, prod, undefined, evenMask(64)) + @shuffle(i16, prod, undefined, oddMask(64));
+            const q = @as(I32x16, @shuffle(i16, p, undefined, evenMask(32))) * @as(I32x16, @shuffle(i16, scale, undefined, evenMask(32))) +
+                @as(I32x16, @shuffle(i16, p, undefined, oddMask(32))) * @as(I32x16, @shuffle(i16, scale, undefined, oddMask(32)));
+            return acc + q;
+        },
+    }
+}
+
+/// i16 lane k of chunk c gets scales[(64c + 2k) / group] (group = elements per scale).
+fn scaleMask(comptime groups: usize, comptime group: usize, comptime c: usize) [32]i32 {
+    @setEvalBranchQuota(10_000);
+    var m: [32]i32 = undefined;
+    for (0..32) |k| m[k] = @intCast(((64 * c + 2 * k) / group) % groups);
+    return m;
+}
+
+inline fn loadBytes(comptime n: usize, p: *align(1) const [n]u8) @Vector(n, u8) {
+    return p.*;
+}
+
+inline fn actChunk(a: *align(1) const Q8_K.Block, c: usize) I8x64 {
+    return @as(*align(1) const [64]i8, @ptrCast(a.qs[64 * c ..][0..64])).*;
+}
+
+inline fn f16f(h: f16) f32 {
+    return h; // exact, the same value as fp16ToFp32 for every non-NaN input
+}
+
+// ---------------------------------------------------------------------------
+// Q4_K
+
+pub const Q4_K = struct {
+    pub const ggml_type: u32 = 12;
+    pub const name = "Q4_K";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { d: f16, dmin: f16, scales: [12]u8, qs: [qk_k / 2]u8 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 144);
+    }
+    pub const Act = Q8_K;
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d = fp16ToFp32(b.d);
+            const min = fp16ToFp32(b.dmin);
+            for (0..4) |c| {
+                const sc1, const m1i = getScaleMinK4(2 * c, &b.scales);
+                const sc2, const m2i = getScaleMinK4(2 * c + 1, &b.scales);
+                const d1 = d * fi(sc1);
+                const m1 = min * fi(m1i);
+                const d2 = d * fi(sc2);
+                const m2 = min * fi(m2i);
+                const q = b.qs[32 * c ..][0..32];
+                for (0..32) |l| out[64 * c + l] = d1 * fi(q[l] & 0xF) - m1;
+                for (0..32) |l| out[64 * c + 32 + l] = d2 * fi(q[l] >> 4) - m2;
+            }
+        }
+    }
+
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        for (y, 0..) |*b, i| {
+            var L: [qk_k]u8 = undefined;
+            var d: f16 = undefined;
+            var dmin: f16 = undefined;
+            var scales: [12]u8 = undefined;
+            quantizeScalesMinsK(x[i * qk_k ..][0..qk_k], 15, -1.0, 20, &d, &dmin, &scales, &L);
+            b.d = d;
+            b.dmin = dmin;
+            b.scales = scales;
+            for (0..4) |c| {
+                for (0..32) |l| b.qs[32 * c + l] = L[64 * c + l] | (L[64 * c + l + 32] << 4);
+            }
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var isum: i32 = 0;
+            var summs: i32 = 0;
+            for (0..8) |j| {
+                const sc, const m = getScaleMinK4(j, &b.scales);
+                summs += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
+                var s: i32 = 0;
+                for (0..32) |l| {
+                    const byte = b.qs[32 * (j / 2) + l];
+                    const q: i32 = if (j % 2 == 0) byte & 0xF else byte >> 4;
+                    s += q * ab.qs[32 * j + l];
+                }
+                isum += @as(i32, sc) * s;
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sm = unpackScalesMinsK4(&b.scales);
+            const sc16: @Vector(8, i16) = sm[0];
+            const bs: @Vector(16, i32) = @as(@Vector(16, i16), ab.bsums);
+            const m32: @Vector(16, i32) = @as(@Vector(16, i16), @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 }));
+            const summs = @reduce(.Add, bs * m32);
+            var acc: I32x16 = @splat(0);
+            inline for (0..4) |c| {
+                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+                const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4));
+                const scale = @shuffle(i16, @as(@Vector(8, i16), sc16), undefined, scaleMask(8, 32, c));
+                acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+        }
+        return sumf;
+    }
+};
+
+/// d·isum − dmin·summs with d = a_d·w_d, dmin = a_d·w_dmin (one super-block).
+inline fn combine2(ad: f32, wd: f16, wdmin: f16, isum: i32, summs: i32) f32 {
+    const d = ad * f16f(wd);
+    const dmin = ad * f16f(wdmin);
+    return d * fi(isum) - dmin * fi(summs);
+}
+
+/// The 8 scales and 8 mins of a Q4_K/Q5_K block (ggml's kmask unpacking).
+inline fn unpackScalesMinsK4(scales: *const [12]u8) struct { @Vector(8, u8), @Vector(8, u8) } {
+    var sc: [8]u8 = undefined;
+    var m: [8]u8 = undefined;
+    inline for (0..8) |j| {
+        sc[j], m[j] = getScaleMinK4(j, scales);
+    }
+    return .{ sc, m };
+}
+
+// ---------------------------------------------------------------------------
+// Q6_K
+
+pub const Q6_K = struct {
+    pub const ggml_type: u32 = 14;
+    pub const name = "Q6_K";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { ql: [qk_k / 2]u8, qh: [qk_k / 4]u8, scales: [qk_k / 16]i8, d: f16 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 210);
+    }
+    pub const Act = Q8_K;
+
+    /// Level (0..63) of element e of a block.
+    inline fn level(b: *align(1) const Block, e: usize) u8 {
+        const h = e / 128;
+        const r = e % 128;
+        const l = r % 32;
+        const part = r / 32; // 0: ql lo [l], 1: ql lo [l+32], 2: ql hi [l], 3: ql hi [l+32]
+        const qlb = b.ql[64 * h + l + 32 * (part % 2)];
+        const low = if (part < 2) qlb & 0xF else qlb >> 4;
+        const high = (b.qh[32 * h + l] >> @intCast(2 * part)) & 3;
+        return low | (high << 4);
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const d = fp16ToFp32(b.d);
+            const out = y[i * qk_k ..][0..qk_k];
+            for (0..qk_k) |e| {
+                const q: i32 = @as(i32, level(b, e)) - 32;
+                out[e] = d * fi(b.scales[e / 16]) * fi(q);
+            }
+        }
+    }
+
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        for (y, 0..) |*b, i| {
+            const xb = x[i * qk_k ..][0..qk_k];
+            var L: [qk_k]i8 = undefined;
+            var scales: [16]f32 = undefined;
+            var max_scale: f32 = 0;
+            var max_abs_scale: f32 = 0;
+            for (0..16) |ib| {
+                const scale = makeQxQuants(16, 32, xb[16 * ib ..][0..16], L[16 * ib ..][0..16]);
+                scales[ib] = scale;
+                const abs_scale = @abs(scale);
+                if (abs_scale > max_abs_scale) {
+                    max_abs_scale = abs_scale;
+                    max_scale = scale;
+                }
+            }
+            if (max_abs_scale < group_max_eps) {
+                b.* = std.mem.zeroes(Block);
+                continue;
+            }
+            const iscale = -128.0 / max_scale;
+            b.d = fp32ToFp16(1 / iscale);
+            for (0..16) |ib| b.scales[ib] = @truncate(@min(127, nearestInt(iscale * scales[ib])));
+            for (0..16) |j| {
+                const d = fp16ToFp32(b.d) * fi(b.scales[j]);
+                if (d == 0) continue;
+                for (0..16) |ii| {
+                    var l = nearestInt(xb[16 * j + ii] / d);
+                    l = @max(-32, @min(31, l));
+                    L[16 * j + ii] = @intCast(l + 32);
+                }
+            }
+            for (0..2) |h| {
+                const Lh = L[128 * h ..][0..128];
+                for (0..32) |l| {
+                    const q1: u8 = @as(u8, @bitCast(Lh[l])) & 0xF;
+                    const q2: u8 = @as(u8, @bitCast(Lh[l + 32])) & 0xF;
+                    const q3: u8 = @as(u8, @bitCast(Lh[l + 64])) & 0xF;
+                    const q4: u8 = @as(u8, @bitCast(Lh[l + 96])) & 0xF;
+                    b.ql[64 * h + l] = q1 | (q3 << 4);
+                    b.ql[64 * h + l + 32] = q2 | (q4 << 4);
+                    b.qh[32 * h + l] = (@as(u8, @bitCast(Lh[l])) >> 4) | ((@as(u8, @bitCast(Lh[l + 32])) >> 4) << 2) |
+                        ((@as(u8, @bitCast(Lh[l + 64])) >> 4) << 4) | ((@as(u8, @bitCast(Lh[l + 96])) >> 4) << 6);
+                }
+            }
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var isum: i32 = 0;
+            for (0..16) |g| {
+                var s: i32 = 0;
+                for (0..16) |l| {
+                    const e = 16 * g + l;
+                    s += (@as(i32, level(b, e)) - 32) * ab.qs[e];
+                }
+                isum += @as(i32, b.scales[g]) * s;
+            }
+            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sc8: @Vector(16, i8) = b.scales;
+            const sc16: @Vector(16, i16) = sc8;
+            // (u − 32)·a = u·a − 32·a: the −32 part through the 16-element bsums.
+            const corr = @reduce(.Add, @as(@Vector(16, i32), sc16) * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
+            var acc: I32x16 = @splat(0);
+            inline for (0..2) |h| {
+                const ql: U8x64 = loadBytes(64, b.ql[64 * h ..][0..64]);
+                const qh: U8x32 = loadBytes(32, b.qh[32 * h ..][0..32]);
+                const qh64 = concat(u8, 32, qh, qh >> @splat(2));
+                const three: U8x64 = @splat(3);
+                const u_lo = (ql & @as(U8x64, @splat(0xF))) | ((qh64 & three) << @splat(4));
+                const u_hi = (ql >> @splat(4)) | (((qh64 >> @splat(4)) & three) << @splat(4));
+                acc = chunkDot(path, acc, u_lo, actChunk(ab, 2 * h), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h)));
+                acc = chunkDot(path, acc, u_hi, actChunk(ab, 2 * h + 1), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h + 1)));
+            }
+            const isum = @reduce(.Add, acc) - 32 * corr;
+            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        }
+        return sumf;
+    }
+};
+
+// ---------------------------------------------------------------------------
+// Q5_K
+
+pub const Q5_K = struct {
+    pub const ggml_type: u32 = 13;
+    pub const name = "Q5_K";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { d: f16, dmin: f16, scales: [12]u8, qh: [qk_k / 8]u8, qs: [qk_k / 2]u8 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 176);
+    }
+    pub const Act = Q8_K;
+
+    /// Level (0..31) of element e.
+    inline fn level(b: *align(1) const Block, e: usize) u8 {
+        const c = e / 64;
+        const l = e % 32;
+        const upper = (e % 64) >= 32;
+        const byte = b.qs[32 * c + l];
+        const low = if (upper) byte >> 4 else byte & 0xF;
+        const bit: u3 = @intCast(2 * c + @intFromBool(upper));
+        return low + (if ((b.qh[l] >> bit) & 1 != 0) @as(u8, 16) else 0);
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d = fp16ToFp32(b.d);
+            const min = fp16ToFp32(b.dmin);
+            for (0..8) |j| {
+                const sc, const m = getScaleMinK4(j, &b.scales);
+                const dj = d * fi(sc);
+                const mj = min * fi(m);
+                for (0..32) |l| out[32 * j + l] = dj * fi(level(b, 32 * j + l)) - mj;
+            }
+        }
+    }
+
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        for (y, 0..) |*b, i| {
+            var L: [qk_k]u8 = undefined;
+            var d: f16 = undefined;
+            var dmin: f16 = undefined;
+            var scales: [12]u8 = undefined;
+            quantizeScalesMinsK(x[i * qk_k ..][0..qk_k], 31, -0.5, 15, &d, &dmin, &scales, &L);
+            b.d = d;
+            b.dmin = dmin;
+            b.scales = scales;
+            b.qh = @splat(0);
+            var m1: u8 = 1;
+            var m2: u8 = 2;
+            for (0..4) |c| {
+                for (0..32) |j| {
+                    var l1 = L[64 * c + j];
+                    if (l1 > 15) {
+                        l1 -= 16;
+                        b.qh[j] |= m1;
+                    }
+                    var l2 = L[64 * c + j + 32];
+                    if (l2 > 15) {
+                        l2 -= 16;
+                        b.qh[j] |= m2;
+                    }
+                    b.qs[32 * c + j] = l1 | (l2 << 4);
+                }
+                m1 <<= 2;
+                m2 <<= 2;
+            }
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var isum: i32 = 0;
+            var summs: i32 = 0;
+            for (0..8) |j| {
+                const sc, const m = getScaleMinK4(j, &b.scales);
+                summs += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
+                var s: i32 = 0;
+                for (0..32) |l| s += @as(i32, level(b, 32 * j + l)) * ab.qs[32 * j + l];
+                isum += @as(i32, sc) * s;
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sm = unpackScalesMinsK4(&b.scales);
+            const sc16: @Vector(8, i16) = sm[0];
+            const bs: @Vector(16, i32) = @as(@Vector(16, i16), ab.bsums);
+            const m32: @Vector(16, i32) = @as(@Vector(16, i16), @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 }));
+            const summs = @reduce(.Add, bs * m32);
+            const qh: U8x32 = loadBytes(32, &b.qh);
+            const qh64 = concat(u8, 32, qh, qh >> @splat(1));
+            var acc: I32x16 = @splat(0);
+            inline for (0..4) |c| {
+                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+                const high = ((qh64 >> @splat(2 * c)) & @as(U8x64, @splat(1))) << @splat(4);
+                const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4)) | high;
+                const scale = @shuffle(i16, sc16, undefined, scaleMask(8, 32, c));
+                acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+        }
+        return sumf;
+    }
+};
+
+// ---------------------------------------------------------------------------
+// Q3_K
+
+pub const Q3_K = struct {
+    pub const ggml_type: u32 = 11;
+    pub const name = "Q3_K";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { hmask: [qk_k / 8]u8, qs: [qk_k / 4]u8, scales: [12]u8, d: f16 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 110);
+    }
+    pub const Act = Q8_K;
+
+    /// The 16 6-bit scales (0..63; ggml subtracts 32), ggml's kmask unpacking.
+    inline fn unpackScales(scales: *const [12]u8) [16]u8 {
+        var aux: [4]u32 = undefined;
+        @memcpy(std.mem.asBytes(&aux)[0..12], scales);
+        const kmask1: u32 = 0x03030303;
+        const kmask2: u32 = 0x0f0f0f0f;
+        const tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        return @bitCast(aux);
+    }
+
+    /// Level u (0..7; the quant is u − 4) of element e: 2 low bits from qs, the high bit
+    /// from hmask.
+    inline fn level(b: *align(1) const Block, e: usize) u8 {
+        const h = e / 128;
+        const r = e % 128;
+        const shift: u3 = @intCast(2 * (r / 32));
+        const l = r % 32;
+        const low = (b.qs[32 * h + l] >> shift) & 3;
+        const bit: u3 = @intCast(4 * h + r / 32);
+        return low | (((b.hmask[l] >> bit) & 1) << 2);
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d_all = fp16ToFp32(b.d);
+            const sc = unpackScales(&b.scales);
+            for (0..16) |g| {
+                const dl = d_all * fi(@as(i32, sc[g]) - 32);
+                for (0..16) |l| out[16 * g + l] = dl * fi(@as(i32, level(b, 16 * g + l)) - 4);
+            }
+        }
+    }
+
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        for (y, 0..) |*b, i| {
+            const xb = x[i * qk_k ..][0..qk_k];
+            var L: [qk_k]i8 = undefined;
+            var scales: [16]f32 = undefined;
+            var max_scale: f32 = 0;
+            var amax: f32 = 0;
+            for (0..16) |j| {
+                scales[j] = makeQ3Quants(16, 4, xb[16 * j ..][0..16], L[16 * j ..][0..16]);
+                const scale = @abs(scales[j]);
+                if (scale > amax) {
+                    amax = scale;
+                    max_scale = scales[j];
+                }
+            }
+            b.scales = @splat(0);
+            if (max_scale != 0) {
+                const iscale = -32.0 / max_scale;
+                for (0..16) |j| {
+                    var l: i8 = @truncate(nearestInt(iscale * scales[j]));
+                    l = @max(-32, @min(31, l)) + 32;
+                    const lu: u8 = @bitCast(l);
+                    if (j < 8) b.scales[j] = lu & 0xF else b.scales[j - 8] |= ((lu & 0xF) << 4);
+                    const lh = lu >> 4;
+                    b.scales[j % 4 + 8] |= (lh << @intCast(2 * (j / 4)));
+                }
+                b.d = fp32ToFp16(1 / iscale);
+            } else {
+                b.d = fp32ToFp16(0);
+            }
+            for (0..16) |j| {
+                var sc: u8 = if (j < 8) b.scales[j] & 0xF else b.scales[j - 8] >> 4;
+                sc = sc | (((b.scales[8 + j % 4] >> @intCast(2 * (j / 4))) & 3) << 4);
+                const sci: i32 = @as(i32, sc) - 32;
+                const d = fp16ToFp32(b.d) * fi(sci);
+                if (d == 0) continue;
+                for (0..16) |ii| {
+                    var l = nearestInt(xb[16 * j + ii] / d);
+                    l = @max(-4, @min(3, l));
+                    L[16 * j + ii] = @intCast(l + 4);
+                }
+            }
+            b.hmask = @splat(0);
+            var m: usize = 0;
+            var hm: u8 = 1;
+            for (0..qk_k) |j| {
+                if (L[j] > 3) {
+                    b.hmask[m] |= hm;
+                    L[j] -= 4;
+                }
+                m += 1;
+                if (m == qk_k / 8) {
+                    m = 0;
+                    hm <<= 1;
+                }
+            }
+            packQs2(&L, &b.qs);
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sc = unpackScales(&b.scales);
+            var isum: i32 = 0;
+            for (0..16) |g| {
+                var s: i32 = 0;
+                for (0..16) |l| s += (@as(i32, level(b, 16 * g + l)) - 4) * ab.qs[16 * g + l];
+                isum += (@as(i32, sc[g]) - 32) * s;
+            }
+            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sc8: @Vector(16, u8) = unpackScales(&b.scales);
+            const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
+            // (u − 4)·a = u·a − 4·a: the −4 part through the bsums.
+            const corr = @reduce(.Add, @as(@Vector(16, i32), sc16) * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
+            const hm: U8x32 = loadBytes(32, &b.hmask);
+            var acc: I32x16 = @splat(0);
+            inline for (0..2) |h| {
+                const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
+                inline for (0..2) |p| {
+                    const s0 = 4 * p; // bit shift of the first 32 elements of this chunk
+                    const low = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
+                    const bit0 = 4 * h + 2 * p;
+                    const hb = concat(u8, 32, (hm >> @splat(bit0)) & @as(U8x32, @splat(1)), (hm >> @splat(bit0 + 1)) & @as(U8x32, @splat(1)));
+                    const u = low | (hb << @splat(2));
+                    const c = 2 * h + p;
+                    acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
+                }
+            }
+            const isum = @reduce(.Add, acc) - 4 * corr;
+            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        }
+        return sumf;
+    }
+};
+
+/// Q2_K/Q3_K's packing of 2-bit levels: byte l of half h holds elements
+/// 128h + l + 32k at bits 2k.
+fn packQs2(L: anytype, qs: *[qk_k / 4]u8) void {
+    for (0..2) |h| {
+        const j = 128 * h;
+        for (0..32) |l| {
+            const v0: u8 = @intCast(L[j + l]);
+            const v1: u8 = @intCast(L[j + l + 32]);
+            const v2: u8 = @intCast(L[j + l + 64]);
+            const v3: u8 = @intCast(L[j + l + 96]);
+            qs[j / 4 + l] = v0 | (v1 << 2) | (v2 << 4) | (v3 << 6);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Q2_K
+
+pub const Q2_K = struct {
+    pub const ggml_type: u32 = 10;
+    pub const name = "Q2_K";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { scales: [qk_k / 16]u8, qs: [qk_k / 4]u8, d: f16, dmin: f16 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 84);
+    }
+    pub const Act = Q8_K;
+
+    inline fn level(b: *align(1) const Block, e: usize) u8 {
+        const h = e / 128;
+        const r = e % 128;
+        const shift: u3 = @intCast(2 * (r / 32));
+        return (b.qs[32 * h + r % 32] >> shift) & 3;
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d = fp16ToFp32(b.d);
+            const min = fp16ToFp32(b.dmin);
+            for (0..16) |g| {
+                const sc = b.scales[g];
+                const dl = d * fi(sc & 0xF);
+                const ml = min * fi(sc >> 4);
+                for (0..16) |l| out[16 * g + l] = dl * fi(level(b, 16 * g + l)) - ml;
+            }
+        }
+    }
+
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        const q4scale: f32 = 15.0;
+        for (y, 0..) |*b, i| {
+            const xb = x[i * qk_k ..][0..qk_k];
+            var L: [qk_k]u8 = undefined;
+            var Laux: [16]u8 = undefined;
+            var weights: [16]f32 = undefined;
+            var mins: [16]f32 = undefined;
+            var scales: [16]f32 = undefined;
+            var max_scale: f32 = 0;
+            var max_min: f32 = 0;
+            for (0..16) |j| {
+                for (0..16) |l| weights[l] = @abs(xb[16 * j + l]);
+                scales[j] = makeQkx2Quants(16, 3, xb[16 * j ..][0..16], &weights, L[16 * j ..][0..16], &mins[j], &Laux, -0.5, 0.1, 15, true);
+                if (scales[j] > max_scale) max_scale = scales[j];
+                if (mins[j] > max_min) max_min = mins[j];
+            }
+            if (max_scale > 0) {
+                const iscale = q4scale / max_scale;
+                for (0..16) |j| b.scales[j] = @truncate(@as(u32, @bitCast(nearestInt(iscale * scales[j]))));
+                b.d = fp32ToFp16(max_scale / q4scale);
+            } else {
+                b.scales = @splat(0);
+                b.d = fp32ToFp16(0);
+            }
+            if (max_min > 0) {
+                const iscale = q4scale / max_min;
+                for (0..16) |j| {
+                    const l: u32 = @bitCast(nearestInt(iscale * mins[j]));
+                    b.scales[j] |= @truncate(l << 4);
+                }
+                b.dmin = fp32ToFp16(max_min / q4scale);
+            } else {
+                b.dmin = fp32ToFp16(0);
+            }
+            for (0..16) |j| {
+                const d = fp16ToFp32(b.d) * fi(b.scales[j] & 0xF);
+                if (d == 0) continue;
+                const dm = fp16ToFp32(b.dmin) * fi(b.scales[j] >> 4);
+                for (0..16) |ii| {
+                    const l = nearestInt((xb[16 * j + ii] + dm) / d);
+                    L[16 * j + ii] = @intCast(@max(0, @min(3, l)));
+                }
+            }
+            packQs2(&L, &b.qs);
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var isum: i32 = 0;
+            var summs: i32 = 0;
+            for (0..16) |g| {
+                summs += @as(i32, ab.bsums[g]) * (b.scales[g] >> 4);
+                var s: i32 = 0;
+                for (0..16) |l| s += @as(i32, level(b, 16 * g + l)) * ab.qs[16 * g + l];
+                isum += @as(i32, b.scales[g] & 0xF) * s;
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const scv: @Vector(16, u8) = b.scales;
+            const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
+            const mn: @Vector(16, i32) = scv >> @splat(4);
+            const summs = @reduce(.Add, mn * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
+            var acc: I32x16 = @splat(0);
+            inline for (0..2) |h| {
+                const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
+                inline for (0..2) |p| {
+                    const s0 = 4 * p;
+                    const u = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
+                    const c = 2 * h + p;
+                    acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
+                }
+            }
+            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+        }
+        return sumf;
+    }
+};
+
+// ---------------------------------------------------------------------------
+// IQ4_XS
+
+pub const IQ4_XS = struct {
+    pub const ggml_type: u32 = 23;
+    pub const name = "IQ4_XS";
+    pub const block_elems: usize = qk_k;
+    pub const Block = extern struct { d: f16, scales_h: u16, scales_l: [qk_k / 64]u8, qs: [qk_k / 2]u8 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 136);
+    }
+    pub const Act = Q8_K;
+
+    /// The 6-bit scale (0..63; ggml subtracts 32) of sub-block ib (32 elements).
+    inline fn scale(b: *align(1) const Block, ib: usize) i32 {
+        const low = (b.scales_l[ib / 2] >> @intCast(4 * (ib % 2))) & 0xf;
+        const high: u8 = @truncate((b.scales_h >> @intCast(2 * ib)) & 3);
+        return @as(i32, low | (high << 4)) - 32;
+    }
+
+    inline fn index(b: *align(1) const Block, e: usize) u8 {
+        const ib = e / 32;
+        const j = e % 32;
+        const byte = b.qs[16 * ib + j % 16];
+        return if (j < 16) byte & 0xf else byte >> 4;
+    }
+
+    pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
+        std.debug.assert(y.len == x.len * qk_k);
+        for (x, 0..) |*b, i| {
+            const out = y[i * qk_k ..][0..qk_k];
+            const d = fp16ToFp32(b.d);
+            for (0..8) |ib| {
+                const dl = d * fi(scale(b, ib));
+                for (0..32) |j| out[32 * ib + j] = dl * fi(kvalues_iq4nl[index(b, 32 * ib + j)]);
+            }
+        }
+    }
+
+    /// quantize_iq4_xs without importance weights (ggml's quantize_row_iq4_nl_impl with
+    /// super-block 256, block 32, ntry 7).
+    pub fn quantizeRowRef(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk_k);
+        const values = &kvalues_iq4nl;
+        const ntry = 7;
+        for (y, 0..) |*b, i| {
+            const xs = x[i * qk_k ..][0..qk_k];
+            var L: [qk_k]u8 = undefined;
+            var weight: [32]f32 = undefined;
+            var scales: [8]f32 = undefined;
+            b.qs = @splat(0);
+            var max_scale: f32 = 0;
+            var amax_scale: f32 = 0;
+            for (0..8) |ib| {
+                const xb = xs[32 * ib ..][0..32];
+                const Lb = L[32 * ib ..][0..32];
+                for (xb, &weight) |v, *w| w.* = v * v;
+                var amax: f32 = 0;
+                var max: f32 = 0;
+                for (xb) |v| {
+                    const ax = @abs(v);
+                    if (ax > amax) {
+                        amax = ax;
+                        max = v;
+                    }
+                }
+                if (amax < group_max_eps) {
+                    scales[ib] = 0;
+                    continue;
+                }
+                var d = -max / fi(values[0]);
+                var id = 1 / d;
+                var sumqx: f32 = 0;
+                var sumq2: f32 = 0;
+                for (0..32) |j| {
+                    const al = id * xb[j];
+                    const l = bestIndexIq4(al);
+                    Lb[j] = l;
+                    const q = fi(values[l]);
+                    const w = weight[j];
+                    sumqx += w * q * xb[j];
+                    sumq2 += w * q * q;
+                }
+                d = if (sumq2 > 0) sumqx / sumq2 else 0;
+                var best = d * sumqx;
+                var itry: i32 = -ntry;
+                while (itry <= ntry) : (itry += 1) {
+                    id = fi(itry + values[0]) / max;
+                    sumqx = 0;
+                    sumq2 = 0;
+                    for (0..32) |j| {
+                        const al = id * xb[j];
+                        const l = bestIndexIq4(al);
+                        const q = fi(values[l]);
+                        const w = weight[j];
+                        sumqx += w * q * xb[j];
+                        sumq2 += w * q * q;
+                    }
+                    if (sumq2 > 0 and sumqx * sumqx > best * sumq2) {
+                        d = sumqx / sumq2;
+                        best = d * sumqx;
+                    }
+                }
+                scales[ib] = d;
+                const abs_d = @abs(d);
+                if (abs_d > amax_scale) {
+                    amax_scale = abs_d;
+                    max_scale = d;
+                }
+            }
+            b.scales_h = 0;
+            b.scales_l = @splat(0);
+            const d = -max_scale / 32;
+            b.d = fp32ToFp16(d);
+            const id: f32 = if (d != 0) 1 / d else 0;
+            for (0..8) |ib| {
+                var l = nearestInt(id * scales[ib]);
+                l = @max(-32, @min(31, l));
+                const dl = d * fi(l);
+                const idl: f32 = if (dl != 0) 1 / dl else 0;
+                const xb = xs[32 * ib ..][0..32];
+                for (0..32) |j| L[32 * ib + j] = bestIndexIq4(idl * xb[j]);
+                const lu: u8 = @intCast(l + 32);
+                const l_l = lu & 0xf;
+                const l_h = lu >> 4;
+                if (ib % 2 == 0) b.scales_l[ib / 2] = l_l else b.scales_l[ib / 2] |= (l_l << 4);
+                b.scales_h |= @as(u16, l_h) << @intCast(2 * (ib % 8));
+            }
+            for (0..8) |ib| {
+                for (0..16) |j| b.qs[16 * ib + j] = L[32 * ib + j] | (L[32 * ib + 16 + j] << 4);
+            }
+        }
+    }
+
+    pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var isum: i32 = 0;
+            for (0..8) |ib| {
+                var s: i32 = 0;
+                for (0..32) |j| s += @as(i32, kvalues_iq4nl[index(b, 32 * ib + j)]) * ab.qs[32 * ib + j];
+                isum += scale(b, ib) * s;
+            }
+            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        }
+        return sumf;
+    }
+
+    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return vecDotPath(default_path, w, a);
+    }
+
+    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        const kv: @Vector(16, i8) = kvalues_iq4nl;
+        const kv_abs: @Vector(16, u8) = @abs(kv);
+        var sumf: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var sc: [8]i16 = undefined;
+            inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
+            const sc16: @Vector(8, i16) = sc;
+            var acc: I32x16 = @splat(0);
+            inline for (0..4) |c| {
+                // Two sub-blocks: bytes 16(2c)..16(2c+2) hold their 64 indices.
+                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+                const qlo = q & @as(U8x32, @splat(0xf));
+                const qhi = q >> @splat(4);
+                // Element order of the chunk: sub-block 2c: lo[0..16], hi[0..16]; 2c+1: lo[16..32], hi[16..32].
+                const idx = @shuffle(u8, qlo, qhi, iq4Order());
+                // |w|·(a with w's sign): pairs stay below 2^15 (127·127·2).
+                const wabs = lookup16(path, kv_abs, idx);
+                const neg = lookup16(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
+                const act = actChunk(ab, c);
+                const s = @select(i8, neg == @as(U8x64, @splat(1)), -%act, act);
+                acc = chunkDot(path, acc, wabs, s, @shuffle(i16, sc16, undefined, scaleMask(8, 32, c)));
+            }
+            sumf += (ab.d * f16f(b.d)) * fi(@reduce(.Add, acc));
+        }
+        return sumf;
+    }
+};
+
+fn iq4Order() [64]i32 {
+    @setEvalBranchQuota(10_000);
+    var m: [64]i32 = undefined;
+    for (0..16) |j| {
+        m[j] = @intCast(j); // sub-block 2c, elements 0..15: low nibbles of bytes 0..15
+        m[16 + j] = ~@as(i32, @intCast(j)); // elements 16..31: high nibbles of bytes 0..15
+        m[32 + j] = @intCast(16 + j); // sub-block 2c+1: low nibbles of bytes 16..31
+        m[48 + j] = ~@as(i32, @intCast(16 + j));
+    }
+    return m;
+}
+
+/// table[idx] per byte (idx < 16): vpshufb on x86, a byte loop otherwise.
+inline fn lookup16(comptime path: Path, table: @Vector(16, u8), idx: U8x64) U8x64 {
+    const t4 = @shuffle(u8, table, undefined, blk: {
+        var m: [64]i32 = undefined;
+        for (0..64) |k| m[k] = k % 16;
+        break :blk m;
+    });
+    switch (path) {
+        .avx512vnni => return asm ("vpshufb %[i], %[t], %[out]"
+            : [out] "=v" (-> U8x64),
+            : [t] "v" (t4),
+              [i] "v" (idx),
+        ),
+        .avx2 => {
+            const t2 = lo(u8, 64, t4);
+            const r0 = asm ("vpshufb %[i], %[t], %[out]"
+                : [out] "=x" (-> U8x32),
+                : [t] "x" (t2),
+                  [i] "x" (lo(u8, 64, idx)),
+            );
+            const r1 = asm ("vpshufb %[i], %[t], %[out]"
+                : [out] "=x" (-> U8x32),
+                : [t] "x" (t2),
+                  [i] "x" (hi(u8, 64, idx)),
+            );
+            return concat(u8, 32, r0, r1);
+        },
+        .generic => {
+            const t: [16]u8 = table;
+            var out: [64]u8 = undefined;
+            const ia: [64]u8 = idx;
+            for (&out, ia) |*o, k| o.* = t[k & 15];
+            return out;
+        },
+    }
+}

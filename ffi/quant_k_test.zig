@@ -1,0 +1,183 @@
+//! Tests of ffi/quant_k.zig against ggml (goldens made with the reference llama.cpp build)
+//! and of the SIMD dot products against their scalar references.
+const std = @import("std");
+pub const qk = @import("quant_k.zig");
+
+/// Row `kind` of the golden input set: nine shapes that reach ggml's corner cases
+/// (Gaussian, uniform, outliers, all positive, all negative, sparse, zero and tiny
+/// super-blocks, heavy tails, repeated exact values).
+pub fn genRow(rng: std.Random, kind: usize, row: []f32) void {
+    for (row, 0..) |*v, i| {
+        const g = rng.floatNorm(f32);
+        const u = rng.float(f32) * 2 - 1;
+        v.* = switch (kind % 9) {
+            0 => g,
+            1 => u,
+            2 => if (rng.float(f32) < 0.01) g * 30 else g * 1e-3,
+            3 => rng.float(f32),
+            4 => -rng.float(f32) * 5,
+            5 => if (rng.float(f32) < 0.9) 0 else g,
+            6 => if (i / 256 == 1) 0 else if (i / 256 == 2) g * 1e-20 else if (i / 32 == 20) 0.25 else g * 0.02,
+            7 => g / (@abs(rng.floatNorm(f32)) + 0.05) * 100,
+            else => @as(f32, @floatFromInt(@as(i32, @intCast(i % 17)) - 8)) * 0.125,
+        };
+    }
+}
+
+pub const golden_row_elems = 2048;
+
+/// The golden inputs: set 1 is 72 rows of 2048 (seed 1); set 2 is 18 rows (seed 2) with
+/// NaN, ±inf, 1e30 and -3e38 planted in its first three rows.
+pub fn genSet(set: u8, x: []f32) void {
+    var prng = std.Random.DefaultPrng.init(set);
+    const rows = x.len / golden_row_elems;
+    for (0..rows) |r| genRow(prng.random(), r, x[r * golden_row_elems ..][0..golden_row_elems]);
+    if (set == 2) {
+        const npr = golden_row_elems;
+        x[3] = std.math.nan(f32);
+        x[300] = std.math.inf(f32);
+        x[700] = -std.math.inf(f32);
+        x[npr + 5] = 1e30;
+        x[2 * npr + 9] = -3e38;
+    }
+}
+
+pub fn setRows(set: u8) usize {
+    return if (set == 1) 72 else 18;
+}
+
+const testing = std.testing;
+
+fn sha256Hex(bytes: []const u8) [64]u8 {
+    var h: [32]u8 = undefined;
+    std.crypto.hash.sha2.Sha256.hash(bytes, &h, .{});
+    return std.fmt.bytesToHex(h, .lower);
+}
+
+/// sha256 of ggml's bytes for the golden sets: `quantized` is
+/// ggml_quantize_chunk(type, x, …, NULL) (quantize_row_q8_K_ref for Q8_K) and
+/// `dequantized` is the type's to_float of those bytes, both from the reference build's
+/// libggml-base.so (llama.cpp 0c1e570, the copy in llama-cpp-python 0.3.36) on genSet's
+/// inputs written to a file.
+const Golden = struct { type_name: []const u8, set: u8, quantized: []const u8, dequantized: []const u8 };
+
+const goldens = [_]Golden{
+    .{ .type_name = "Q8_K", .set = 1, .quantized = "533805c25dbd33f7b4e49c6297c85a1287934b796199af938ff727251cca7857", .dequantized = "1337c450bc3bc114eb1b36dfaadc9acbb6cbd45c7ab8511aa285a76d61f45abb" },
+    .{ .type_name = "Q8_K", .set = 2, .quantized = "43f262e50a07033d138dca7a2ef668398a21b13439cf0c7b633d72ab1e165409", .dequantized = "c776d6dec9a91969ab9f1eb1afc9b024c08f027390f3878daa3b2da1976d1d93" },
+    .{ .type_name = "Q4_K", .set = 1, .quantized = "8113f688bfbb7c7c191fb609bc77d7cb33f976d0634b6dfefb8f4fca2e7791a3", .dequantized = "4e822ea35fc1142df5701e35c093ca2e529d43852de1bc2e36b9425a420b3926" },
+    .{ .type_name = "Q4_K", .set = 2, .quantized = "0b9b136052b39943973d876fe2d23462c827b58b1659048ec888f77616d1f678", .dequantized = "ea81094a13da0574692e224f7b3e3090978e3146a3c095f1f90cdbe0cd5a3910" },
+    .{ .type_name = "Q6_K", .set = 1, .quantized = "d1c08343b754103521e9574c7d0dffa27c6a6053ae19a78abaf9c6a73aa85102", .dequantized = "ea356fb91d5db32de6d8e7b3a5c812602620e3de3e4fe80713042a9c6665e1c3" },
+    .{ .type_name = "Q6_K", .set = 2, .quantized = "8173709a4ef29f7673abba82bc49c7f59b0914651daf34b30947cd8bc9ade5cb", .dequantized = "8c071c9174da9b634c32108e8dc1f97f6b572f2e2120d75f194bd002540b1b88" },
+    .{ .type_name = "Q5_K", .set = 1, .quantized = "d99f8923c7e6485ee56c2af1e6ea88ebf78a2094e43c7bb1455b563a157b6552", .dequantized = "6a5ccbac156fe53e16aad81ca6bab6940a2d8711b1bd1e12f6a16cbd0298d5f3" },
+    .{ .type_name = "Q5_K", .set = 2, .quantized = "9ca9b3053e5d8e56560c33e9bdf5bb1694c2be6207b12e3a8c469313f3187007", .dequantized = "a8a211c68e7f3e0272d47c1a8c21c7f990d7db156ac48ccd79c6b2ebc4ab120b" },
+    .{ .type_name = "Q3_K", .set = 1, .quantized = "224c9650261fb33397743dd69e3a37b94476bbb636f9b67730f2badf17d4a4f1", .dequantized = "c712c8fd771422053e09673217543f7d5f8ab360980a92c96740f6074f3dc40d" },
+    .{ .type_name = "Q3_K", .set = 2, .quantized = "f11551b5c4c5ba76331ca4cae317185b4b729843e11abc894748aeb18c6465f3", .dequantized = "aab42b83c6ee8bb7b197dd1a302174d49de39df13bf506a839b9edd34b80fa7c" },
+    .{ .type_name = "Q2_K", .set = 1, .quantized = "dd96e0945c2078d603a5628dc10c9d5bcb094c8079c9a6c7cefab6bec68841b4", .dequantized = "ef4bbdadcf8ea2d3ccbdbb5e8aa13d0655e942576ea1acac4bb76228f00237e4" },
+    .{ .type_name = "Q2_K", .set = 2, .quantized = "7c38de30d00400a143c65af5c2d75648f447bf2ae324ee113f7c9ad63a70dc7d", .dequantized = "3b08da73a7f2ccc58bff78b8cb511975e4eadef2d09b1fe3d3cc9f4e55f9a001" },
+    .{ .type_name = "IQ4_XS", .set = 1, .quantized = "0ee86f17e2ebb2ffc8902a418eb8adb6404b13d824dab465360dbe73d8a04c74", .dequantized = "a12cc4faac7d32fc7828b9be3627d821e162a5434fb3e93fd3765d652f27d1a7" },
+    .{ .type_name = "IQ4_XS", .set = 2, .quantized = "92dafe115d83275df28f202979bbb76836b61a6c8bba2f4b072926a52bcdfd29", .dequantized = "2f176b1b23d98f326e6c123c8923921c3c5a52ccacf121d615e4530ed74901a0" },
+};
+
+fn checkGolden(comptime T: type, g: Golden) !void {
+    const rows = setRows(g.set);
+    const n = rows * golden_row_elems;
+    const x = try testing.allocator.alloc(f32, n);
+    defer testing.allocator.free(x);
+    genSet(g.set, x);
+    const blocks = try testing.allocator.alloc(T.Block, n / qk.qk_k);
+    defer testing.allocator.free(blocks);
+    if (@hasDecl(T, "quantizeRowRef")) {
+        // Row by row, as llama-quantize's threads do: the bytes may not depend on it.
+        for (0..rows) |r| T.quantizeRowRef(x[r * golden_row_elems ..][0..golden_row_elems], blocks[r * 8 ..][0..8]);
+    } else T.quantizeRow(x, blocks);
+    try testing.expectEqualStrings(g.quantized, &sha256Hex(std.mem.sliceAsBytes(blocks)));
+    const y = try testing.allocator.alloc(f32, n);
+    defer testing.allocator.free(y);
+    T.dequantizeRow(blocks, y);
+    try testing.expectEqualStrings(g.dequantized, &sha256Hex(std.mem.sliceAsBytes(y)));
+}
+
+test "K-quants quantize and dequantize bit-exactly as ggml (golden sha256)" {
+    var checked: usize = 0;
+    inline for (.{ "Q8_K", "Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS" }) |name| {
+        if (@hasDecl(qk, name)) for (goldens) |g| {
+            if (std.mem.eql(u8, g.type_name, name)) {
+                checkGolden(@field(qk, name), g) catch |err| {
+                    std.debug.print("golden mismatch: {s} set {d}\n", .{ name, g.set });
+                    return err;
+                };
+                checked += 1;
+            }
+        };
+    }
+    try testing.expectEqual(goldens.len, checked);
+    try testing.expectEqual(@as(usize, 2 * 7), checked);
+}
+
+/// Random weight blocks: every byte random, the f16 scales set to finite values.
+fn randomBlocks(comptime T: type, rng: std.Random, blocks: []T.Block) void {
+    rng.bytes(std.mem.sliceAsBytes(blocks));
+    for (blocks) |*b| {
+        if (@hasField(T.Block, "d")) b.d = @floatCast(rng.float(f32) * 0.01 + 1e-4);
+        if (@hasField(T.Block, "dmin")) b.dmin = @floatCast(rng.float(f32) * 0.01);
+    }
+}
+
+fn checkVecDot(comptime T: type) !void {
+    var prng = std.Random.DefaultPrng.init(42);
+    const rng = prng.random();
+    const nb = 8;
+    var w: [nb]T.Block = undefined;
+    var a: [nb]qk.Q8_K.Block = undefined;
+    var x: [nb * qk.qk_k]f32 = undefined;
+    var wf: [nb * qk.qk_k]f32 = undefined;
+    var af: [nb * qk.qk_k]f32 = undefined;
+    for (0..50) |iter| {
+        randomBlocks(T, rng, &w);
+        for (&x) |*v| v.* = rng.floatNorm(f32) * @as(f32, if (iter % 5 == 0) 1e-3 else 1.0);
+        if (iter == 1) x[0..qk.qk_k].* = @splat(0); // an all-zero activation block
+        qk.Q8_K.quantizeRow(&x, &a);
+        const ref = T.vecDotRef(&w, &a);
+        inline for (.{ qk.Path.avx512vnni, qk.Path.avx2, qk.Path.generic }) |path| {
+            if (path == .avx512vnni and qk.default_path != .avx512vnni) continue;
+            if (path == .avx2 and qk.default_path == .generic) continue;
+            const fast = T.vecDotPath(path, &w, &a);
+            if (@as(u32, @bitCast(fast)) != @as(u32, @bitCast(ref))) {
+                std.debug.print("{s} {s}: fast {e} ref {e}\n", .{ T.name, @tagName(path), fast, ref });
+                return error.TestUnexpectedResult;
+            }
+        }
+        // The reference means Σ w·a of the dequantized rows (f64 sum; budget relative to Σ|w·a|).
+        T.dequantizeRow(&w, &wf);
+        qk.Q8_K.dequantizeRow(&a, &af);
+        var exact: f64 = 0;
+        var mag: f64 = 0;
+        for (wf, af) |wv, av| {
+            exact += @as(f64, wv) * av;
+            mag += @abs(@as(f64, wv) * av);
+        }
+        if (@abs(exact - ref) > 1e-5 * mag + 1e-30) {
+            std.debug.print("{s}: ref {e} exact {e} mag {e}\n", .{ T.name, ref, exact, mag });
+            return error.TestUnexpectedResult;
+        }
+    }
+}
+
+test "K-quant vecDot equals vecDotRef bit for bit on every SIMD path and means Σ w·a" {
+    inline for (.{ "Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS" }) |name| {
+        if (@hasDecl(qk, name)) try checkVecDot(@field(qk, name));
+    }
+}
+
+test "Q8_K rows of zeros, NaN and inf quantize without traps" {
+    var x: [2 * qk.qk_k]f32 = @splat(0);
+    x[qk.qk_k + 1] = std.math.nan(f32);
+    x[qk.qk_k + 2] = std.math.inf(f32);
+    x[qk.qk_k + 3] = 1;
+    var a: [2]qk.Q8_K.Block = undefined;
+    qk.Q8_K.quantizeRow(&x, &a);
+    try testing.expectEqual(@as(f32, 0), a[0].d);
+    for (a[0].bsums) |s| try testing.expectEqual(@as(i16, 0), s);
+    // ggml's result: the scale comes from inf (d = -inf... = 1/(-127/inf)), NaN rounds to 0.
+    try testing.expectEqual(@as(i8, 0), a[1].qs[1]);
+}

@@ -1,0 +1,37 @@
+/**
+ * The K-quant kernels of ffi/quant_k.zig on a real model: every Q4_K and Q6_K tensor of
+ * Gemma 3 270M Q4_K_M dequantizes and requantizes to ggml's exact bytes (goldens in
+ * tests/golden/quant_k_gemma.json, made with the reference llama.cpp's libggml-base).
+ * The check itself is Zig (ffi/quant_k_gguf_test.zig), run here with `zig test` on the
+ * downloaded file.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { ensureGemma } from "./_gemma.ts";
+import { repoRoot } from "./_testdata.ts";
+
+Deno.test({
+  name: "Gemma 3 Q4_K_M: Q4_K and Q6_K tensors dequantize and requantize bit-exactly as ggml",
+  sanitizeResources: false,
+  fn() {
+    const gguf = ensureGemma();
+    const r = spawnSync(
+      "zig",
+      ["test", "-fllvm", "-OReleaseFast", join("ffi", "quant_k_gguf_test.zig")],
+      {
+        cwd: repoRoot,
+        encoding: "utf8",
+        env: {
+          ...Deno.env.toObject(),
+          DOTLLM_QUANT_K_GGUF: gguf,
+          DOTLLM_QUANT_K_GOLDEN: join(repoRoot, "tests", "golden", "quant_k_gemma.json"),
+        },
+      },
+    );
+    const output = `${r.stdout}${r.stderr}`;
+    assert.equal(r.status, 0, output);
+    assert.match(output, /checked 36 tensors/);
+    assert.match(output, /All 1 tests passed/);
+  },
+});
