@@ -58,7 +58,7 @@ Deno.test("KvCache: without windows every layer holds the context and any prefix
   }
 });
 
-Deno.test("KvCache: Gemma 3 270M at -c 8192 holds no more than llama.cpp's iSWA cache (39 MiB)", async () => {
+Deno.test("KvCache: Gemma 3 270M at -c 8192 holds no more than llama.cpp's iSWA cache (39 MiB)", () => {
   const native = loadNative();
   const file = native.mapFile(ensureGemma());
   try {

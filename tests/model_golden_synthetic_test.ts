@@ -4,11 +4,7 @@
  * with the reference llama.cpp build; see `tests/golden/README.md`), at 1 and
  * 2 threads, bit-identical between them. The model maker is deterministic,
  * so each test first checks that the file it made has the golden's sha256.
- *
- * Ids are compared at every step whose llama.cpp top1−top2 margin exceeds the
- * tolerance (a closer pair may legitimately swap); every top-5 logit is
- * compared at every step. The golden id is fed back each step, so one
- * near-tie cannot derail the rest of the comparison.
+ * Steps are compared as `tests/_golden_steps.ts` says.
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -18,6 +14,7 @@ import { makeModel, MODEL_SHAPES, type ModelType } from "../src/gguf/make_model.
 import { LlamaModel } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { ensureGemma } from "./_gemma.ts";
+import { compareSteps } from "./_golden_steps.ts";
 import { ReferenceKernels } from "./_reference_kernels.ts";
 import { repoRoot, testdata } from "./_testdata.ts";
 
@@ -44,49 +41,6 @@ function sha256File(path: string): string {
   const chunk = new Uint8Array(1 << 24);
   for (let n; (n = readSync(fd, chunk)) > 0;) hash.update(chunk.subarray(0, n));
   return hash.digest("hex");
-}
-
-function argmax(x: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
-  return best;
-}
-
-/** What one greedy run against a golden found. */
-interface Comparison {
-  maxError: number;
-  /** Steps whose id differs although llama.cpp's margin exceeds the tolerance. */
-  idMismatches: string[];
-  /** Steps whose margin is within the tolerance (ids not compared). */
-  closeSteps: number;
-  /** sha256 of every logits row, for the thread comparison. */
-  logitsHash: string;
-}
-
-function compare(model: LlamaModel, golden: Golden, tolerance: number): Comparison {
-  const hash = createHash("sha256");
-  let maxError = 0;
-  let closeSteps = 0;
-  const idMismatches: string[] = [];
-  for (const [k, c] of golden.cases.entries()) {
-    let logits = model.forward(c.prompt_ids, 0);
-    let pos = c.prompt_ids.length;
-    for (let i = 0; i < c.generated_ids.length; i++) {
-      const step = c.steps[i];
-      hash.update(new Uint8Array(logits.buffer, logits.byteOffset, logits.byteLength));
-      for (const t of step.top5) maxError = Math.max(maxError, Math.abs(logits[t.id] - t.logit));
-      const id = argmax(logits);
-      if (step.margin_top1_top2 <= tolerance) closeSteps++;
-      else if (id !== c.generated_ids[i]) {
-        idMismatches.push(
-          `case ${k} step ${i}: ${id} (logit ${logits[id]}) != ${c.generated_ids[i]} ` +
-            `(llama.cpp ${step.top5[0].logit}, ours ${logits[c.generated_ids[i]]})`,
-        );
-      }
-      if (i + 1 < c.generated_ids.length) logits = model.forward([c.generated_ids[i]], pos++);
-    }
-  }
-  return { maxError, idMismatches, closeSteps, logitsHash: hash.digest("hex") };
 }
 
 /**
@@ -184,7 +138,7 @@ for (const c of CASES) {
         : "") +
       (c.pending ? ` [not run: ${c.pending}]` : ""),
     ignore: c.pending !== undefined,
-    async fn() {
+    fn() {
       const outDir = join(repoRoot, "models");
       if (MODEL_SHAPES[c.shape].vocabFrom === "gemma-3-270m") ensureGemma();
       const { path } = makeModel({
@@ -210,7 +164,7 @@ for (const c of CASES) {
           batchSize: c.batchSize,
         });
         if (c.kvCacheBytes !== undefined) assert.equal(model.memory.kvCacheBytes, c.kvCacheBytes);
-        const r = compare(model, golden, c.tolerance);
+        const r = compareSteps(model, golden.cases, c.tolerance);
         console.log(
           `${name} ${c.reference ? "reference kernels" : `-t ${threads}`}: max top-5 logit error ${
             r.maxError.toExponential(2)
