@@ -1,8 +1,8 @@
 /**
  * Compares a model's greedy decoding with a llama.cpp golden step by step:
  * every top-5 logit at every step, and the greedy id at every step whose
- * llama.cpp top1−top2 margin exceeds the tolerance (a closer pair may
- * legitimately swap). The golden id is fed back each step, so one near-tie
+ * llama.cpp top1−top2 margin exceeds `idMargin` (default: the logit
+ * tolerance; a closer pair may legitimately swap). The golden id is fed back each step, so one near-tie
  * cannot derail the rest of a case.
  *
  * @module
@@ -23,7 +23,7 @@ export interface StepsComparison {
   maxError: number;
   /** Steps whose id differs although llama.cpp's margin exceeds the tolerance. */
   idMismatches: string[];
-  /** Steps whose margin is within the tolerance (ids not compared). */
+  /** Steps whose margin is within `idMargin` (ids not compared). */
   closeSteps: number;
   /** sha256 of every logits row, for comparing thread counts. */
   logitsHash: string;
@@ -40,6 +40,7 @@ export function compareSteps(
   model: LlamaModel,
   cases: readonly GoldenStepsCase[],
   tolerance: number,
+  idMargin: number = tolerance,
 ): StepsComparison {
   const hash = createHash("sha256");
   let maxError = 0;
@@ -54,7 +55,7 @@ export function compareSteps(
       for (const t of step.top5) maxError = Math.max(maxError, Math.abs(logits[t.id] - t.logit));
       const margin = step.margin_top1_top2 ?? step.top5[0].logit - step.top5[1].logit;
       const id = argmax(logits);
-      if (margin <= tolerance) closeSteps++;
+      if (margin <= idMargin) closeSteps++;
       else if (id !== c.generated_ids[i]) {
         idMismatches.push(
           `case ${k} step ${i}: ${id} (logit ${logits[id]}) != ${c.generated_ids[i]} ` +
