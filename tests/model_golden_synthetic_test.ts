@@ -128,7 +128,7 @@ const CASES: {
     shape: "qwen2.5-0.5b",
     type: "q8_0",
     golden: "qwen2.5-0.5b-q8_0.greedy.json",
-    tolerance: 0.2, // Q8_0 on random weights: see the SmolLM and 1B cases
+    tolerance: 0.06, // measured 3.9e-2; Q8_0 on random weights: see the SmolLM and 1B cases
     threads: [2],
   },
 ];
