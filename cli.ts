@@ -14,21 +14,31 @@ import { parseArgs } from "node:util";
 import { benchCommand } from "./src/cli/bench.ts";
 import { type Command, UsageError } from "./src/cli/command.ts";
 import { runCommand } from "./src/cli/run.ts";
+import { chatCommand } from "./src/cli/chat.ts";
 import { inspectCommand } from "./src/cli/inspect.ts";
+import { quantizeCommand } from "./src/cli/quantize.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { prepareLibrary } from "./src/native/locate.ts";
 import { errorStyle } from "./src/cli/terminal.ts";
 import { tokenizeCommand } from "./src/cli/tokenize.ts";
 import { detokenizeCommand } from "./src/cli/detokenize.ts";
+import { listCommand } from "./src/cli/list.ts";
+import { pullCommand } from "./src/cli/pull.ts";
+import { rmCommand } from "./src/cli/rm.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
 export const commands: readonly Command[] = [
   runCommand,
+  chatCommand,
   inspectCommand,
   tokenizeCommand,
   detokenizeCommand,
+  pullCommand,
+  listCommand,
+  rmCommand,
   benchCommand,
+  quantizeCommand,
 ];
 
 function helpText(): string {
@@ -107,7 +117,8 @@ export async function main(args: string[]): Promise<number> {
     }
     let parsed;
     try {
-      const args = joinNegativeValues(rest, command.options);
+      const spelled = rest.map((arg) => command.aliases?.[arg] ?? arg);
+      const args = joinNegativeValues(spelled, command.options);
       parsed = parseArgs({ args, options: command.options, allowPositionals: true });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);

@@ -33,6 +33,7 @@ export { VERSION } from "./src/version.ts";
 export * from "./src/model/mod.ts";
 export * from "./src/sampler/mod.ts";
 export * from "./src/generation/mod.ts";
+export * from "./src/chat/mod.ts";
 
 // `deno run -A jsr:@dotllm/cli ARGS` runs the CLI; importing this module does not.
 if (import.meta.main) {

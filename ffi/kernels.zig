@@ -15,7 +15,6 @@ const Pool = pool_zig.Pool;
 const Status = pool_zig.Status;
 const lanes = simd.f32_lanes;
 const F32x = simd.F32x;
-const F64x = @Vector(lanes, f64);
 
 /// Below this many elements a kernel runs on the calling thread only.
 pub const parallel_threshold_elements: usize = 1 << 15;
@@ -26,16 +25,12 @@ pub const head_dim_max = 512;
 // ---------------------------------------------------------------------------
 // RMSNorm: out = x / sqrt(mean(x²) + eps) * w
 
-/// Σ x² accumulated in f64 lanes (as ggml accumulates it in double).
+/// Σ x² as ggml's `rms_norm` computes it: each square rounded to f32, summed in f64
+/// left to right. Sequential on purpose: any other order can change the f32 mean in
+/// its last bit, and the models downstream of a Q8 activation quantizer amplify that.
 fn sumSquares(x: [*]const f32, n: usize) f64 {
-    var acc: F64x = @splat(0);
-    var i: usize = 0;
-    while (i + lanes <= n) : (i += lanes) {
-        const v: F64x = simd.loadAsF32(f32, lanes, x + i);
-        acc = @mulAdd(F64x, v, v, acc);
-    }
-    var sum = simd.hsum(lanes, f64, acc);
-    while (i < n) : (i += 1) sum += @as(f64, x[i]) * x[i];
+    var sum: f64 = 0;
+    for (0..n) |i| sum += @as(f64, x[i] * x[i]);
     return sum;
 }
 
@@ -88,16 +83,23 @@ pub const RopeJob = struct {
     neox: bool,
 };
 
-/// cos/sin of theta_i = pos · base^(-2i/rope_dims) / factor_i for i < rope_dims/2. The
-/// power is built by repeated multiplication in f32, as ggml does, so angles match it.
+// The C library's powf, cosf and sinf: llama.cpp's RoPE calls them, and its angles are
+// matched bit for bit only by the same functions (Zig's own differ in the last bit).
+extern "c" fn powf(x: f32, y: f32) f32;
+extern "c" fn cosf(x: f32) f32;
+extern "c" fn sinf(x: f32) f32;
+
+/// cos/sin of theta_i = pos · base^(-2i/rope_dims) / factor_i for i < rope_dims/2,
+/// as ggml's `ggml_rope_cache_init`: the power built by repeated f32 multiplication,
+/// then the C library's cosf/sinf.
 fn ropeAngles(job: *const RopeJob, pos: usize, cos: []f32, sin: []f32) void {
-    const theta_scale = std.math.pow(f32, job.freq_base, -2.0 / @as(f32, @floatFromInt(job.rope_dims)));
+    const theta_scale = powf(job.freq_base, -2.0 / @as(f32, @floatFromInt(job.rope_dims)));
     var theta: f32 = @floatFromInt(pos);
     for (cos, sin, 0..) |*c, *s, i| {
         const factor: f32 = if (job.freq_factors) |f| f[i] else 1.0;
         const angle = theta / factor;
-        c.* = @cos(angle);
-        s.* = @sin(angle);
+        c.* = cosf(angle);
+        s.* = sinf(angle);
         theta *= theta_scale;
     }
 }
@@ -117,8 +119,9 @@ fn ropeRange(job: *const RopeJob, token_begin: usize, token_end: usize) void {
                 const b = if (job.neox) i + half else 2 * i + 1;
                 const x0 = head[a];
                 const x1 = head[b];
-                head[a] = x0 * cos[i] - x1 * sin[i];
-                head[b] = x0 * sin[i] + x1 * cos[i];
+                // As GCC compiles ggml's `x0*cos - x1*sin` (contracted into one FMA each).
+                head[a] = @mulAdd(f32, x0, cos[i], -(x1 * sin[i]));
+                head[b] = @mulAdd(f32, x0, sin[i], x1 * cos[i]);
             }
         }
     }
@@ -134,9 +137,12 @@ pub fn rope(pool: *Pool, job: RopeJob) Status {
 
 const BinaryJob = struct { out: [*]f32, a: [*]const f32, b: [*]const f32, n: usize };
 
+/// silu(gate)·up as ggml's `ggml_vec_swiglu_f32`: x / (1 + expf(-x)) with its
+/// vector expf, then the product (bit-identical to llama.cpp's AVX-512 build).
 inline fn swigluVector(gate: F32x, up: F32x) F32x {
     const one: F32x = @splat(1);
-    return gate / (one + simd.exp(lanes, -gate)) * up;
+    const zero: F32x = @splat(0);
+    return gate / (one + simd.expGgml(lanes, zero - gate)) * up;
 }
 
 fn swigluRange(job: *const BinaryJob, begin: usize, end: usize) void {

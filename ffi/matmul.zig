@@ -14,6 +14,7 @@
 const std = @import("std");
 const simd = @import("simd.zig");
 const quant = @import("quant.zig");
+const quant_act = @import("quant_act.zig");
 const pool_zig = @import("pool.zig");
 
 const Pool = pool_zig.Pool;
@@ -155,7 +156,7 @@ fn quantizeActivations(x: []const f32, qs: []i8, neg_corr: []i32, scales: []f32)
             @memset(q, 0);
             scales[b] = 0;
         } else {
-            scales[b] = @as(f16, @floatCast(quant.quantizeBlock(x[b * qk ..][0..qk], q)));
+            scales[b] = @as(f16, @floatCast(quant_act.quantizeBlockX86(x[b * qk ..][0..qk], q).d));
         }
         for (0..8) |g| {
             var sum: i32 = 0;
@@ -439,7 +440,7 @@ pub fn referenceQ8_0(out: []f32, w: []align(1) const BlockQ8_0, x: []const f32, 
         var sum: f32 = 0;
         for (0..nb) |b| {
             var qx: [qk]i8 = undefined;
-            const dx: f32 = @as(f16, @floatCast(quant.quantizeBlock(x[t * cols + b * qk ..][0..qk], &qx)));
+            const dx: f32 = @as(f16, @floatCast(quant_act.quantizeBlockX86(x[t * cols + b * qk ..][0..qk], &qx).d));
             const block = w[r * nb + b];
             var isum: i32 = 0;
             for (block.qs, qx) |a, c| isum += @as(i32, a) * c;

@@ -13,7 +13,7 @@ const F32x32 = @Vector(qk, f32);
 
 /// Quantizes one 32-element block to int8 the x86 way; returns d (f32, before the f16
 /// rounding of the stored scale) and Σq.
-inline fn quantizeBlockX86(x: *const [qk]f32, qs: *[qk]i8) struct { d: f32, sum: i32 } {
+pub inline fn quantizeBlockX86(x: *const [qk]f32, qs: *[qk]i8) struct { d: f32, sum: i32 } {
     const v: F32x32 = x.*;
     // max|x| (NaN lanes are dropped by @reduce(.Max) like vmaxps drops them; not
     // bit-relevant for finite input).

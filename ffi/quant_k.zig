@@ -8,11 +8,12 @@
 //! f16 conversions are ggml's bit recipes, so NaN/inf input gives ggml's bytes too and never
 //! reaches a float-to-int cast (no undefined behaviour).
 //!
-//! Dot products: every type's dot with a Q8_K row is an exact integer per super-block
-//! (Σ scale·Σ q·a with ggml's bsums corrections), combined as
-//! `sum += d·isum − dmin·summs` in super-block order. `vecDot` (SIMD) and `vecDotRef`
-//! (scalar loops) compute the same integers and the same float sequence, so they are
-//! bit-identical on every path.
+//! Dot products: every type's dot with a Q8_K row is exact integer arithmetic per
+//! super-block (16 i32 lanes of Σ scale·q·a, and for the types with mins or offsets
+//! 8 lanes of bsums corrections), combined in floats exactly as llama.cpp's x86 (AVX2)
+//! ggml_vec_dot_*_q8_K does: FMA into 8 float lanes, its horizontal-sum tree. So
+//! `vecDot` (SIMD: AVX-512 VNNI, AVX2 or generic, chosen at comptime), `vecDotRef`
+//! (scalar loops) and the reference llama.cpp build return the same bits.
 const std = @import("std");
 const builtin = @import("builtin");
 const simd = @import("simd.zig");
@@ -428,19 +429,19 @@ const I16x16 = @Vector(16, i16);
 const I32x8 = @Vector(8, i32);
 
 fn lowHalfMask(comptime n: usize) [n / 2]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [n / 2]i32 = undefined;
     for (0..n / 2) |i| m[i] = @intCast(i);
     return m;
 }
 fn highHalfMask(comptime n: usize) [n / 2]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [n / 2]i32 = undefined;
     for (0..n / 2) |i| m[i] = @intCast(n / 2 + i);
     return m;
 }
 fn concatMask(comptime n: usize) [2 * n]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [2 * n]i32 = undefined;
     for (0..n) |i| {
         m[i] = @intCast(i);
@@ -449,13 +450,13 @@ fn concatMask(comptime n: usize) [2 * n]i32 {
     return m;
 }
 fn evenMask(comptime n: usize) [n / 2]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [n / 2]i32 = undefined;
     for (0..n / 2) |i| m[i] = @intCast(2 * i);
     return m;
 }
 fn oddMask(comptime n: usize) [n / 2]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [n / 2]i32 = undefined;
     for (0..n / 2) |i| m[i] = @intCast(2 * i + 1);
     return m;
@@ -519,9 +520,120 @@ inline fn chunkDot(comptime path: Path, acc: I32x16, u: U8x64, s: I8x64, scale: 
     }
 }
 
+/// Half a chunk (32 elements) into 8 i32 lanes, lane k = elements 4k..4k+3: the same
+/// sums as lanes 0-7 (first half) or 8-15 (second half) of chunkDot, in 256-bit registers
+/// (cheaper than 512-bit ones where the data comes in 32-byte halves, as Q4_K's nibbles do).
+inline fn halfDot(comptime path: Path, acc: I32x8, u: U8x32, s: I8x32, scale: I16x16) I32x8 {
+    switch (path) {
+        .avx512vnni => {
+            const p = maddubs256(u, s);
+            return asm ("vpdpwssd %[sc], %[p], %[acc]"
+                : [acc] "=v" (-> I32x8),
+                : [_] "0" (acc),
+                  [p] "v" (p),
+                  [sc] "v" (scale),
+            );
+        },
+        .avx2 => return acc + maddwd256(maddubs256(u, s), scale),
+        .generic => {
+            const prod = @as(@Vector(32, i16), u) * @as(@Vector(32, i16), s);
+            const p = @shuffle(i16, prod, undefined, evenMask(32)) + @shuffle(i16, prod, undefined, oddMask(32));
+            const q = @as(I32x8, @shuffle(i16, p, undefined, evenMask(16))) * @as(I32x8, @shuffle(i16, scale, undefined, evenMask(16))) +
+                @as(I32x8, @shuffle(i16, p, undefined, oddMask(16))) * @as(I32x8, @shuffle(i16, scale, undefined, oddMask(16)));
+            return acc + q;
+        },
+    }
+}
+
+/// i16 lane k of 32-element piece `piece` gets scales16[(32·piece + 2k) / 16].
+fn pieceMask(comptime piece: usize) [16]i32 {
+    var m: [16]i32 = undefined;
+    for (0..16) |k| m[k] = @intCast((32 * piece + 2 * k) / 16);
+    return m;
+}
+
+/// halfDot of (u − off)·s (llama.cpp's Q3_K order: the offset per element pair).
+inline fn halfDotOffset(comptime path: Path, acc: I32x8, u: U8x32, s: I8x32, scale: I16x16, comptime off: u8) I32x8 {
+    const offv: U8x32 = @splat(off);
+    switch (path) {
+        .avx512vnni => {
+            const p = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x16),
+                : [u] "v" (u),
+                  [s] "v" (s),
+            );
+            const q = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x16),
+                : [u] "v" (offv),
+                  [s] "v" (s),
+            );
+            return asm ("vpdpwssd %[sc], %[p], %[acc]"
+                : [acc] "=v" (-> I32x8),
+                : [_] "0" (acc),
+                  [p] "v" (p -% q),
+                  [sc] "v" (scale),
+            );
+        },
+        .avx2 => return acc + maddwd256(maddubs256(u, s) -% maddubs256(offv, s), scale),
+        .generic => {
+            const prod = (@as(@Vector(32, i16), u) - @as(@Vector(32, i16), @splat(off))) * @as(@Vector(32, i16), s);
+            const p = @shuffle(i16, prod, undefined, evenMask(32)) + @shuffle(i16, prod, undefined, oddMask(32));
+            const q = @as(I32x8, @shuffle(i16, p, undefined, evenMask(16))) * @as(I32x8, @shuffle(i16, scale, undefined, evenMask(16))) +
+                @as(I32x8, @shuffle(i16, p, undefined, oddMask(16))) * @as(I32x8, @shuffle(i16, scale, undefined, oddMask(16)));
+            return acc + q;
+        },
+    }
+}
+
+inline fn actHalf(a: *align(1) const Q8_K.Block, h: usize) I8x32 {
+    return @as(*align(1) const [32]i8, @ptrCast(a.qs[32 * h ..][0..32])).*;
+}
+
+/// chunkDot of (u − off)·s: the offset subtracted per element pair before the scales
+/// (as llama.cpp's Q3_K kernel does), so each lane holds Σ scale·(u − off)·s of its own
+/// elements. |pairs| stay below 2^15 for u ≤ 7.
+inline fn chunkDotOffset(comptime path: Path, acc: I32x16, u: U8x64, s: I8x64, scale: I16x32, comptime off: u8) I32x16 {
+    switch (path) {
+        .avx512vnni => {
+            const offv: U8x64 = @splat(off);
+            const p = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x32),
+                : [u] "v" (u),
+                  [s] "v" (s),
+            );
+            const q = asm ("vpmaddubsw %[s], %[u], %[out]"
+                : [out] "=v" (-> I16x32),
+                : [u] "v" (offv),
+                  [s] "v" (s),
+            );
+            return asm ("vpdpwssd %[sc], %[p], %[acc]"
+                : [acc] "=v" (-> I32x16),
+                : [_] "0" (acc),
+                  [p] "v" (p -% q),
+                  [sc] "v" (scale),
+            );
+        },
+        .avx2 => {
+            const offv: U8x32 = @splat(off);
+            const s0 = lo(i8, 64, s);
+            const s1 = hi(i8, 64, s);
+            const p0 = maddubs256(lo(u8, 64, u), s0) -% maddubs256(offv, s0);
+            const p1 = maddubs256(hi(u8, 64, u), s1) -% maddubs256(offv, s1);
+            return acc + concat(i32, 8, maddwd256(p0, lo(i16, 32, scale)), maddwd256(p1, hi(i16, 32, scale)));
+        },
+        .generic => {
+            const prod = (@as(@Vector(64, i16), u) - @as(@Vector(64, i16), @splat(off))) * @as(@Vector(64, i16), s);
+            const p = @shuffle(i16, prod, undefined, evenMask(64)) + @shuffle(i16, prod, undefined, oddMask(64));
+            const q = @as(I32x16, @shuffle(i16, p, undefined, evenMask(32))) * @as(I32x16, @shuffle(i16, scale, undefined, evenMask(32))) +
+                @as(I32x16, @shuffle(i16, p, undefined, oddMask(32))) * @as(I32x16, @shuffle(i16, scale, undefined, oddMask(32)));
+            return acc + q;
+        },
+    }
+}
+
 /// i16 lane k of chunk c gets scales[(64c + 2k) / group] (group = elements per scale).
 fn scaleMask(comptime groups: usize, comptime group: usize, comptime c: usize) [32]i32 {
-    @setEvalBranchQuota(10_000);
+    @setEvalBranchQuota(100_000);
     var m: [32]i32 = undefined;
     for (0..32) |k| m[k] = @intCast(((64 * c + 2 * k) / group) % groups);
     return m;
@@ -539,6 +651,95 @@ inline fn f16f(h: f16) f32 {
     return h; // exact, the same value as fp16ToFp32 for every non-NaN input
 }
 
+/// llama.cpp's x86 float order for Q4_K (`scalar_min` false) and Q5_K (true), as its
+/// AVX2 ggml_vec_dot_q{4,5}_K_q8_K runs it: per super-block acc += d·(8 i32 lanes) with
+/// FMA, the mins either as 4 more FMA lanes (Q4_K) or as a scalar Σ dmin·summs (Q5_K);
+/// at the end hsum(acc) (+ hsum(acc_m)) + summs. The 8 lanes are chunkDot's 16 folded
+/// (lane k + lane k+8), the mins lanes pairs of maddwd16's 8.
+fn GgmlMinAcc(comptime scalar_min: bool) type {
+    return struct {
+        acc: @Vector(8, f32) = @splat(0),
+        acc_m: @Vector(4, f32) = @splat(0),
+        summs: f32 = 0,
+
+        inline fn add(self: *@This(), lanes: I32x16, d: f32, sub: I32x8, dmin: f32) void {
+            const l8 = lo(i32, 16, lanes) + hi(i32, 16, lanes);
+            self.acc = @mulAdd(@Vector(8, f32), @splat(d), @floatFromInt(l8), self.acc);
+            const p4 = @shuffle(i32, sub, undefined, [4]i32{ 0, 2, 4, 6 }) + @shuffle(i32, sub, undefined, [4]i32{ 1, 3, 5, 7 });
+            if (scalar_min) {
+                self.summs = @mulAdd(f32, -dmin, @floatFromInt(@reduce(.Add, p4)), self.summs);
+            } else {
+                self.acc_m = @mulAdd(@Vector(4, f32), @splat(-dmin), @floatFromInt(p4), self.acc_m);
+            }
+        }
+
+        inline fn result(self: @This()) f32 {
+            if (scalar_min) return simd.hsum(8, f32, self.acc) + self.summs;
+            return simd.hsum(8, f32, self.acc) + simd.hsum(4, f32, self.acc_m);
+        }
+    };
+}
+
+/// llama.cpp's x86 float order for Q6_K (shift 5: the −32 offset): per super-block
+/// acc += d·(8 i32 lanes − (correction lanes << shift)) with FMA; hsum(acc) at the end.
+fn GgmlShiftAcc(comptime shift: u5) type {
+    return struct {
+        acc: @Vector(8, f32) = @splat(0),
+
+        inline fn add(self: *@This(), lanes: I32x16, d: f32, sub: I32x8, dsub: f32) void {
+            _ = dsub;
+            const l8 = lo(i32, 16, lanes) + hi(i32, 16, lanes) - (sub << @splat(shift));
+            self.acc = @mulAdd(@Vector(8, f32), @splat(d), @floatFromInt(l8), self.acc);
+        }
+
+        inline fn result(self: @This()) f32 {
+            return simd.hsum(8, f32, self.acc);
+        }
+    };
+}
+
+/// llama.cpp's x86 float order for Q2_K: per super-block acc += −dmin·(8 mins lanes),
+/// then acc += d·(8 i32 lanes), both with FMA; hsum(acc) at the end.
+const GgmlQ2Acc = struct {
+    acc: @Vector(8, f32) = @splat(0),
+
+    inline fn add(self: *GgmlQ2Acc, lanes: I32x16, d: f32, sub: I32x8, dmin: f32) void {
+        self.acc = @mulAdd(@Vector(8, f32), @splat(-dmin), @floatFromInt(sub), self.acc);
+        const l8 = lo(i32, 16, lanes) + hi(i32, 16, lanes);
+        self.acc = @mulAdd(@Vector(8, f32), @splat(d), @floatFromInt(l8), self.acc);
+    }
+
+    inline fn result(self: GgmlQ2Acc) f32 {
+        return simd.hsum(8, f32, self.acc);
+    }
+};
+
+/// The row loop shared by every type's vecDotPath and vecDotRows.
+inline fn rowsDot(comptime T: type, comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
+    var dots: [R]T.Acc = @splat(.{});
+    inline for (0..R) |r| std.debug.assert(w_rows[r].len == a.len);
+    for (a, 0..) |*ab, j| {
+        inline for (0..R) |r| T.blockDot(path, &w_rows[r][j], ab, &dots[r]);
+    }
+    var out: [R]f32 = undefined;
+    inline for (0..R) |r| out[r] = dots[r].result();
+    return out;
+}
+
+/// Lane of element e (0..255) in chunkDot's i32 layout: 4 consecutive elements of each 64.
+inline fn laneOf(e: usize) usize {
+    return (e % 64) / 4;
+}
+
+/// Σ pairs(a·b) of 16 i16 into 8 i32 lanes (exact): vpmaddwd on x86.
+inline fn maddwd16(comptime path: Path, a: I16x16, b: I16x16) I32x8 {
+    if (path == .generic) {
+        const prod = @as(@Vector(16, i32), a) * @as(@Vector(16, i32), b);
+        return @shuffle(i32, prod, undefined, evenMask(16)) + @shuffle(i32, prod, undefined, oddMask(16));
+    }
+    return maddwd256(a, b);
+}
+
 // ---------------------------------------------------------------------------
 // Q4_K
 
@@ -551,6 +752,7 @@ pub const Q4_K = struct {
         std.debug.assert(@sizeOf(Block) == 144);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlMinAcc(false);
 
     pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
         std.debug.assert(y.len == x.len * qk_k);
@@ -591,24 +793,21 @@ pub const Q4_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            var summs: i32 = 0;
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
             for (0..8) |j| {
                 const sc, const m = getScaleMinK4(j, &b.scales);
-                summs += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
-                var s: i32 = 0;
+                sub[j] = @as(i32, m) * ab.bsums[2 * j] + @as(i32, m) * ab.bsums[2 * j + 1];
                 for (0..32) |l| {
-                    const byte = b.qs[32 * (j / 2) + l];
-                    const q: i32 = if (j % 2 == 0) byte & 0xF else byte >> 4;
-                    s += q * ab.qs[32 * j + l];
+                    const e = 32 * j + l;
+                    lanes[laneOf(e)] += @as(i32, sc) * @as(i32, (if (j % 2 == 0) b.qs[32 * (j / 2) + l] & 0xF else b.qs[32 * (j / 2) + l] >> 4)) * ab.qs[e];
                 }
-                isum += @as(i32, sc) * s;
             }
-            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+            acc.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -617,32 +816,31 @@ pub const Q4_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
-        for (w, a) |*b, *ab| {
-            const sm = unpackScalesMinsK4(&b.scales);
-            const sc16: @Vector(8, i16) = sm[0];
-            const bs: @Vector(16, i32) = @as(@Vector(16, i16), ab.bsums);
-            const m32: @Vector(16, i32) = @as(@Vector(16, i16), @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 }));
-            const summs = @reduce(.Add, bs * m32);
-            var acc: I32x16 = @splat(0);
-            inline for (0..4) |c| {
-                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-                const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4));
-                const scale = @shuffle(i16, @as(@Vector(8, i16), sc16), undefined, scaleMask(8, 32, c));
-                acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
-            }
-            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+        const sm = unpackScalesMinsK4(&b.scales);
+        const sc16: @Vector(8, i16) = sm[0];
+        const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
+        const sub = maddwd16(path, ab.bsums, m16);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
+        inline for (0..4) |c| {
+            const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+            acc_lo = halfDot(path, acc_lo, q & @as(U8x32, @splat(0xF)), actHalf(ab, 2 * c), @splat(sc16[2 * c]));
+            acc_hi = halfDot(path, acc_hi, q >> @splat(4), actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
         }
-        return sumf;
+        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
-
-/// d·isum − dmin·summs with d = a_d·w_d, dmin = a_d·w_dmin (one super-block).
-inline fn combine2(ad: f32, wd: f16, wdmin: f16, isum: i32, summs: i32) f32 {
-    const d = ad * f16f(wd);
-    const dmin = ad * f16f(wdmin);
-    return d * fi(isum) - dmin * fi(summs);
-}
 
 /// The 8 scales and 8 mins of a Q4_K/Q5_K block (ggml's kmask unpacking).
 inline fn unpackScalesMinsK4(scales: *const [12]u8) struct { @Vector(8, u8), @Vector(8, u8) } {
@@ -666,6 +864,7 @@ pub const Q6_K = struct {
         std.debug.assert(@sizeOf(Block) == 210);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlShiftAcc(5);
 
     /// Level (0..63) of element e of a block.
     inline fn level(b: *align(1) const Block, e: usize) u8 {
@@ -742,20 +941,16 @@ pub const Q6_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            for (0..16) |g| {
-                var s: i32 = 0;
-                for (0..16) |l| {
-                    const e = 16 * g + l;
-                    s += (@as(i32, level(b, e)) - 32) * ab.qs[e];
-                }
-                isum += @as(i32, b.scales[g]) * s;
-            }
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
+            for (0..8) |k| sub[k] = @as(i32, b.scales[2 * k]) * ab.bsums[2 * k] + @as(i32, b.scales[2 * k + 1]) * ab.bsums[2 * k + 1];
+            for (0..qk_k) |e| lanes[laneOf(e)] += @as(i32, b.scales[e / 16]) * @as(i32, level(b, e)) * ab.qs[e];
+            const d = ab.d * f16f(b.d);
+            acc.add(lanes, d, sub, d * 32);
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -764,27 +959,34 @@ pub const Q6_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
-        for (w, a) |*b, *ab| {
-            const sc8: @Vector(16, i8) = b.scales;
-            const sc16: @Vector(16, i16) = sc8;
-            // (u − 32)·a = u·a − 32·a: the −32 part through the 16-element bsums.
-            const corr = @reduce(.Add, @as(@Vector(16, i32), sc16) * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
-            var acc: I32x16 = @splat(0);
-            inline for (0..2) |h| {
-                const ql: U8x64 = loadBytes(64, b.ql[64 * h ..][0..64]);
-                const qh: U8x32 = loadBytes(32, b.qh[32 * h ..][0..32]);
-                const qh64 = concat(u8, 32, qh, qh >> @splat(2));
-                const three: U8x64 = @splat(3);
-                const u_lo = (ql & @as(U8x64, @splat(0xF))) | ((qh64 & three) << @splat(4));
-                const u_hi = (ql >> @splat(4)) | (((qh64 >> @splat(4)) & three) << @splat(4));
-                acc = chunkDot(path, acc, u_lo, actChunk(ab, 2 * h), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h)));
-                acc = chunkDot(path, acc, u_hi, actChunk(ab, 2 * h + 1), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h + 1)));
-            }
-            const isum = @reduce(.Add, acc) - 32 * corr;
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+        const sc8: @Vector(16, i8) = b.scales;
+        const sc16: @Vector(16, i16) = sc8;
+        // (u − 32)·a = u·a − 32·a: the −32 part through the 16-element bsums.
+        const sub = maddwd16(path, ab.bsums, sc16);
+        var acc: I32x16 = @splat(0);
+        inline for (0..2) |h| {
+            const ql: U8x64 = loadBytes(64, b.ql[64 * h ..][0..64]);
+            const qh: U8x32 = loadBytes(32, b.qh[32 * h ..][0..32]);
+            const qh64 = concat(u8, 32, qh, qh >> @splat(2));
+            const three: U8x64 = @splat(3);
+            const u_lo = (ql & @as(U8x64, @splat(0xF))) | ((qh64 & three) << @splat(4));
+            const u_hi = (ql >> @splat(4)) | (((qh64 >> @splat(4)) & three) << @splat(4));
+            acc = chunkDot(path, acc, u_lo, actChunk(ab, 2 * h), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h)));
+            acc = chunkDot(path, acc, u_hi, actChunk(ab, 2 * h + 1), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h + 1)));
         }
-        return sumf;
+        const d = ab.d * f16f(b.d);
+        dot.add(acc, d, sub, d * 32);
     }
 };
 
@@ -800,6 +1002,7 @@ pub const Q5_K = struct {
         std.debug.assert(@sizeOf(Block) == 176);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlMinAcc(true);
 
     /// Level (0..31) of element e.
     inline fn level(b: *align(1) const Block, e: usize) u8 {
@@ -863,20 +1066,21 @@ pub const Q5_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            var summs: i32 = 0;
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
             for (0..8) |j| {
                 const sc, const m = getScaleMinK4(j, &b.scales);
-                summs += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
-                var s: i32 = 0;
-                for (0..32) |l| s += @as(i32, level(b, 32 * j + l)) * ab.qs[32 * j + l];
-                isum += @as(i32, sc) * s;
+                sub[j] = @as(i32, m) * ab.bsums[2 * j] + @as(i32, m) * ab.bsums[2 * j + 1];
+                for (0..32) |l| {
+                    const e = 32 * j + l;
+                    lanes[laneOf(e)] += @as(i32, sc) * @as(i32, level(b, e)) * ab.qs[e];
+                }
             }
-            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+            acc.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -885,26 +1089,33 @@ pub const Q5_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
-        for (w, a) |*b, *ab| {
-            const sm = unpackScalesMinsK4(&b.scales);
-            const sc16: @Vector(8, i16) = sm[0];
-            const bs: @Vector(16, i32) = @as(@Vector(16, i16), ab.bsums);
-            const m32: @Vector(16, i32) = @as(@Vector(16, i16), @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 }));
-            const summs = @reduce(.Add, bs * m32);
-            const qh: U8x32 = loadBytes(32, &b.qh);
-            const qh64 = concat(u8, 32, qh, qh >> @splat(1));
-            var acc: I32x16 = @splat(0);
-            inline for (0..4) |c| {
-                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-                const high = ((qh64 >> @splat(2 * c)) & @as(U8x64, @splat(1))) << @splat(4);
-                const u = concat(u8, 32, q & @as(U8x32, @splat(0xF)), q >> @splat(4)) | high;
-                const scale = @shuffle(i16, sc16, undefined, scaleMask(8, 32, c));
-                acc = chunkDot(path, acc, u, actChunk(ab, c), scale);
-            }
-            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+        const sm = unpackScalesMinsK4(&b.scales);
+        const sc16: @Vector(8, i16) = sm[0];
+        const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
+        const sub = maddwd16(path, ab.bsums, m16);
+        const qh: U8x32 = loadBytes(32, &b.qh);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
+        const one: U8x32 = @splat(1);
+        inline for (0..4) |c| {
+            const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+            const u_lo = (q & @as(U8x32, @splat(0xF))) | (((qh >> @splat(2 * c)) & one) << @splat(4));
+            const u_hi = (q >> @splat(4)) | (((qh >> @splat(2 * c + 1)) & one) << @splat(4));
+            acc_lo = halfDot(path, acc_lo, u_lo, actHalf(ab, 2 * c), @splat(sc16[2 * c]));
+            acc_hi = halfDot(path, acc_hi, u_hi, actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
         }
-        return sumf;
+        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
 
@@ -920,6 +1131,7 @@ pub const Q3_K = struct {
         std.debug.assert(@sizeOf(Block) == 110);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlShiftAcc(0);
 
     /// The 16 6-bit scales (0..63; ggml subtracts 32), ggml's kmask unpacking.
     inline fn unpackScales(scales: *const [12]u8) [16]u8 {
@@ -1023,18 +1235,15 @@ pub const Q3_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
             const sc = unpackScales(&b.scales);
-            var isum: i32 = 0;
-            for (0..16) |g| {
-                var s: i32 = 0;
-                for (0..16) |l| s += (@as(i32, level(b, 16 * g + l)) - 4) * ab.qs[16 * g + l];
-                isum += (@as(i32, sc[g]) - 32) * s;
-            }
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+            var lanes: [16]i32 = @splat(0);
+            for (0..qk_k) |e| lanes[laneOf(e)] += (@as(i32, sc[e / 16]) - 32) * (@as(i32, level(b, e)) - 4) * ab.qs[e];
+            const d = ab.d * f16f(b.d);
+            acc.add(lanes, d, @splat(0), 0);
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -1043,30 +1252,39 @@ pub const Q3_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
-        for (w, a) |*b, *ab| {
-            const sc8: @Vector(16, u8) = unpackScales(&b.scales);
-            const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
-            // (u − 4)·a = u·a − 4·a: the −4 part through the bsums.
-            const corr = @reduce(.Add, @as(@Vector(16, i32), sc16) * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
-            const hm: U8x32 = loadBytes(32, &b.hmask);
-            var acc: I32x16 = @splat(0);
-            inline for (0..2) |h| {
-                const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
-                inline for (0..2) |p| {
-                    const s0 = 4 * p; // bit shift of the first 32 elements of this chunk
-                    const low = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
-                    const bit0 = 4 * h + 2 * p;
-                    const hb = concat(u8, 32, (hm >> @splat(bit0)) & @as(U8x32, @splat(1)), (hm >> @splat(bit0 + 1)) & @as(U8x32, @splat(1)));
-                    const u = low | (hb << @splat(2));
-                    const c = 2 * h + p;
-                    acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
-                }
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+        const sc8: @Vector(16, u8) = unpackScales(&b.scales);
+        const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
+        // (u − 4)·a per element pair inside chunkDotOffset, as llama.cpp does.
+        const hm: U8x32 = loadBytes(32, &b.hmask);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
+        const one: U8x32 = @splat(1);
+        const three: U8x32 = @splat(3);
+        inline for (0..2) |h| {
+            const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
+            inline for (0..2) |p| {
+                const s0 = 4 * p; // bit shift of the first 32 elements of this chunk
+                const bit0 = 4 * h + 2 * p;
+                const c = 2 * h + p;
+                const ua = ((q >> @splat(s0)) & three) | (((hm >> @splat(bit0)) & one) << @splat(2));
+                const ub = ((q >> @splat(s0 + 2)) & three) | (((hm >> @splat(bit0 + 1)) & one) << @splat(2));
+                acc_lo = halfDotOffset(path, acc_lo, ua, actHalf(ab, 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)), 4);
+                acc_hi = halfDotOffset(path, acc_hi, ub, actHalf(ab, 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)), 4);
             }
-            const isum = @reduce(.Add, acc) - 4 * corr;
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
         }
-        return sumf;
+        const d = ab.d * f16f(b.d);
+        dot.add(concat(i32, 8, acc_lo, acc_hi), d, @splat(0), 0);
     }
 };
 
@@ -1097,6 +1315,7 @@ pub const Q2_K = struct {
         std.debug.assert(@sizeOf(Block) == 84);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlQ2Acc;
 
     inline fn level(b: *align(1) const Block, e: usize) u8 {
         const h = e / 128;
@@ -1171,19 +1390,15 @@ pub const Q2_K = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            var summs: i32 = 0;
-            for (0..16) |g| {
-                summs += @as(i32, ab.bsums[g]) * (b.scales[g] >> 4);
-                var s: i32 = 0;
-                for (0..16) |l| s += @as(i32, level(b, 16 * g + l)) * ab.qs[16 * g + l];
-                isum += @as(i32, b.scales[g] & 0xF) * s;
-            }
-            sumf += combine2(ab.d, b.d, b.dmin, isum, summs);
+            var lanes: [16]i32 = @splat(0);
+            var sub: [8]i32 = undefined;
+            for (0..8) |k| sub[k] = @as(i32, b.scales[2 * k] >> 4) * ab.bsums[2 * k] + @as(i32, b.scales[2 * k + 1] >> 4) * ab.bsums[2 * k + 1];
+            for (0..qk_k) |e| lanes[laneOf(e)] += @as(i32, b.scales[e / 16] & 0xF) * @as(i32, level(b, e)) * ab.qs[e];
+            acc.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -1192,25 +1407,34 @@ pub const Q2_K = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
-        for (w, a) |*b, *ab| {
-            const scv: @Vector(16, u8) = b.scales;
-            const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
-            const mn: @Vector(16, i32) = scv >> @splat(4);
-            const summs = @reduce(.Add, mn * @as(@Vector(16, i32), @as(@Vector(16, i16), ab.bsums)));
-            var acc: I32x16 = @splat(0);
-            inline for (0..2) |h| {
-                const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
-                inline for (0..2) |p| {
-                    const s0 = 4 * p;
-                    const u = concat(u8, 32, (q >> @splat(s0)) & @as(U8x32, @splat(3)), (q >> @splat(s0 + 2)) & @as(U8x32, @splat(3)));
-                    const c = 2 * h + p;
-                    acc = chunkDot(path, acc, u, actChunk(ab, c), @shuffle(i16, sc16, undefined, scaleMask(16, 16, c)));
-                }
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+        const scv: @Vector(16, u8) = b.scales;
+        const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
+        const mn: @Vector(16, i16) = scv >> @splat(4);
+        const sub = maddwd16(path, ab.bsums, mn);
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
+        inline for (0..2) |h| {
+            const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
+            inline for (0..2) |p| {
+                const s0 = 4 * p;
+                const c = 2 * h + p;
+                const three: U8x32 = @splat(3);
+                acc_lo = halfDot(path, acc_lo, (q >> @splat(s0)) & three, actHalf(ab, 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)));
+                acc_hi = halfDot(path, acc_hi, (q >> @splat(s0 + 2)) & three, actHalf(ab, 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)));
             }
-            sumf += combine2(ab.d, b.d, b.dmin, @reduce(.Add, acc), summs);
         }
-        return sumf;
+        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
 
@@ -1226,6 +1450,7 @@ pub const IQ4_XS = struct {
         std.debug.assert(@sizeOf(Block) == 136);
     }
     pub const Act = Q8_K;
+    const Acc = GgmlShiftAcc(0);
 
     /// The 6-bit scale (0..63; ggml subtracts 32) of sub-block ib (32 elements).
     inline fn scale(b: *align(1) const Block, ib: usize) i32 {
@@ -1350,17 +1575,13 @@ pub const IQ4_XS = struct {
 
     pub fn vecDotRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
-        var sumf: f32 = 0;
+        var acc: Acc = .{};
         for (w, a) |*b, *ab| {
-            var isum: i32 = 0;
-            for (0..8) |ib| {
-                var s: i32 = 0;
-                for (0..32) |j| s += @as(i32, kvalues_iq4nl[index(b, 32 * ib + j)]) * ab.qs[32 * ib + j];
-                isum += scale(b, ib) * s;
-            }
-            sumf += (ab.d * f16f(b.d)) * fi(isum);
+            var lanes: [16]i32 = @splat(0);
+            for (0..qk_k) |e| lanes[laneOf(e)] += scale(b, e / 32) * @as(i32, kvalues_iq4nl[index(b, e)]) * ab.qs[e];
+            acc.add(lanes, ab.d * f16f(b.d), @splat(0), 0);
         }
-        return sumf;
+        return acc.result();
     }
 
     pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -1369,77 +1590,79 @@ pub const IQ4_XS = struct {
 
     pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
+        return rowsDot(@This(), path, 1, .{w}, a)[0];
+    }
+
+    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+    /// runs the same per-block code; only the activation loads are shared).
+    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// One super-block's contribution to `dot`.
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const kv: @Vector(16, i8) = kvalues_iq4nl;
         const kv_abs: @Vector(16, u8) = @abs(kv);
-        var sumf: f32 = 0;
-        for (w, a) |*b, *ab| {
-            var sc: [8]i16 = undefined;
-            inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
-            const sc16: @Vector(8, i16) = sc;
-            var acc: I32x16 = @splat(0);
-            inline for (0..4) |c| {
-                // Two sub-blocks: bytes 16(2c)..16(2c+2) hold their 64 indices.
-                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
-                const qlo = q & @as(U8x32, @splat(0xf));
-                const qhi = q >> @splat(4);
-                // Element order of the chunk: sub-block 2c: lo[0..16], hi[0..16]; 2c+1: lo[16..32], hi[16..32].
-                const idx = @shuffle(u8, qlo, qhi, iq4Order());
+        var sc: [8]i16 = undefined;
+        inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
+        const sc16: @Vector(8, i16) = sc;
+        var acc_lo: I32x8 = @splat(0);
+        var acc_hi: I32x8 = @splat(0);
+        inline for (0..4) |c| {
+            // Sub-blocks 2c and 2c+1: bytes 16(2c)..16(2c+2) hold their 64 indices.
+            const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+            const qlo = q & @as(U8x32, @splat(0xf));
+            const qhi = q >> @splat(4);
+            inline for (0..2) |half| {
+                // Sub-block 2c+half: low nibbles of its 16 bytes, then the high nibbles.
+                const idx = @shuffle(u8, qlo, qhi, iq4HalfOrder(half));
                 // |w|·(a with w's sign): pairs stay below 2^15 (127·127·2).
-                const wabs = lookup16(path, kv_abs, idx);
-                const neg = lookup16(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
-                const act = actChunk(ab, c);
-                const s = @select(i8, neg == @as(U8x64, @splat(1)), -%act, act);
-                acc = chunkDot(path, acc, wabs, s, @shuffle(i16, sc16, undefined, scaleMask(8, 32, c)));
+                const wabs = lookup16x32(path, kv_abs, idx);
+                const neg = lookup16x32(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
+                const act = actHalf(ab, 2 * c + half);
+                const sv = @select(i8, neg == @as(U8x32, @splat(1)), -%act, act);
+                if (half == 0) {
+                    acc_lo = halfDot(path, acc_lo, wabs, sv, @splat(sc16[2 * c]));
+                } else {
+                    acc_hi = halfDot(path, acc_hi, wabs, sv, @splat(sc16[2 * c + 1]));
+                }
             }
-            sumf += (ab.d * f16f(b.d)) * fi(@reduce(.Add, acc));
         }
-        return sumf;
+        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), @splat(0), 0);
     }
 };
 
-fn iq4Order() [64]i32 {
-    @setEvalBranchQuota(10_000);
-    var m: [64]i32 = undefined;
+fn iq4HalfOrder(comptime half: usize) [32]i32 {
+    var m: [32]i32 = undefined;
     for (0..16) |j| {
-        m[j] = @intCast(j); // sub-block 2c, elements 0..15: low nibbles of bytes 0..15
-        m[16 + j] = ~@as(i32, @intCast(j)); // elements 16..31: high nibbles of bytes 0..15
-        m[32 + j] = @intCast(16 + j); // sub-block 2c+1: low nibbles of bytes 16..31
-        m[48 + j] = ~@as(i32, @intCast(16 + j));
+        m[j] = @intCast(16 * half + j);
+        m[16 + j] = ~@as(i32, @intCast(16 * half + j));
     }
     return m;
 }
 
-/// table[idx] per byte (idx < 16): vpshufb on x86, a byte loop otherwise.
-inline fn lookup16(comptime path: Path, table: @Vector(16, u8), idx: U8x64) U8x64 {
-    const t4 = @shuffle(u8, table, undefined, blk: {
-        var m: [64]i32 = undefined;
-        for (0..64) |k| m[k] = k % 16;
+/// table[idx] per byte (idx < 16) for 32 bytes: one vpshufb ymm on x86.
+inline fn lookup16x32(comptime path: Path, table: @Vector(16, u8), idx: U8x32) U8x32 {
+    const t2 = @shuffle(u8, table, undefined, blk: {
+        var m: [32]i32 = undefined;
+        for (0..32) |k| m[k] = k % 16;
         break :blk m;
     });
     switch (path) {
         .avx512vnni => return asm ("vpshufb %[i], %[t], %[out]"
-            : [out] "=v" (-> U8x64),
-            : [t] "v" (t4),
+            : [out] "=v" (-> U8x32),
+            : [t] "v" (t2),
               [i] "v" (idx),
         ),
-        .avx2 => {
-            const t2 = lo(u8, 64, t4);
-            const r0 = asm ("vpshufb %[i], %[t], %[out]"
-                : [out] "=x" (-> U8x32),
-                : [t] "x" (t2),
-                  [i] "x" (lo(u8, 64, idx)),
-            );
-            const r1 = asm ("vpshufb %[i], %[t], %[out]"
-                : [out] "=x" (-> U8x32),
-                : [t] "x" (t2),
-                  [i] "x" (hi(u8, 64, idx)),
-            );
-            return concat(u8, 32, r0, r1);
-        },
+        .avx2 => return asm ("vpshufb %[i], %[t], %[out]"
+            : [out] "=x" (-> U8x32),
+            : [t] "x" (t2),
+              [i] "x" (idx),
+        ),
         .generic => {
             const t: [16]u8 = table;
-            var out: [64]u8 = undefined;
-            const ia: [64]u8 = idx;
+            var out: [32]u8 = undefined;
+            const ia: [32]u8 = idx;
             for (&out, ia) |*o, k| o.* = t[k & 15];
             return out;
         },

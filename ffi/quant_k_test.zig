@@ -147,6 +147,14 @@ fn checkVecDot(comptime T: type) !void {
                 return error.TestUnexpectedResult;
             }
         }
+        // Multi-row tiles: each output bit-identical to its own vecDot.
+        const four = T.vecDotRows(4, .{ w[nb / 2 ..], w[0 .. nb / 2], w[2 .. 2 + nb / 2], w[1 .. 1 + nb / 2] }, a[nb / 2 ..]);
+        for (four, [4]usize{ nb / 2, 0, 2, 1 }) |got, start| {
+            try testing.expectEqual(@as(u32, @bitCast(T.vecDot(w[start..][0 .. nb / 2], a[nb / 2 ..]))), @as(u32, @bitCast(got)));
+        }
+        const tiles = T.vecDotRows(2, .{ w[0 .. nb / 2], w[nb / 2 ..] }, a[0 .. nb / 2]);
+        try testing.expectEqual(@as(u32, @bitCast(T.vecDot(w[0 .. nb / 2], a[0 .. nb / 2]))), @as(u32, @bitCast(tiles[0])));
+        try testing.expectEqual(@as(u32, @bitCast(T.vecDot(w[nb / 2 ..], a[0 .. nb / 2]))), @as(u32, @bitCast(tiles[1])));
         // The reference means Σ w·a of the dequantized rows (f64 sum; budget relative to Σ|w·a|).
         T.dequantizeRow(&w, &wf);
         qk.Q8_K.dequantizeRow(&a, &af);
@@ -180,4 +188,112 @@ test "Q8_K rows of zeros, NaN and inf quantize without traps" {
     for (a[0].bsums) |s| try testing.expectEqual(@as(i16, 0), s);
     // ggml's result: the scale comes from inf (d = -inf... = 1/(-127/inf)), NaN rounds to 0.
     try testing.expectEqual(@as(i8, 0), a[1].qs[1]);
+}
+
+/// The dot-product golden's inputs: weight row r is `T.quantizeRowRef` of row r of golden
+/// set 1, activation row r the Q8_K of its row 8 + r (r < 8, 2048 elements each).
+pub fn dotGoldenInputs(comptime T: type, x: []const f32, r: usize, w: *[8]T.Block, a: *[8]qk.Q8_K.Block) void {
+    T.quantizeRowRef(x[r * golden_row_elems ..][0..golden_row_elems], w);
+    qk.Q8_K.quantizeRow(x[(8 + r) * golden_row_elems ..][0..golden_row_elems], a);
+}
+
+/// f32 bits of ggml_vec_dot_<type>_q8_K (libggml-cpu.so of the reference llama.cpp build,
+/// -march=native on an AVX-512 host: its AVX2 kernels) on dotGoldenInputs rows 0..7.
+const DotGolden = struct { type_name: []const u8, bits: [8]u32 };
+const dot_goldens = [_]DotGolden{
+    .{ .type_name = "Q4_K", .bits = .{
+        0x413155f2,
+        0xc1ff1090,
+        0xc23add28,
+        0xc2a30335,
+        0xc5212f02,
+        0xc10fc000,
+        0x3e8eed1b,
+        0xc31433c8,
+    } },
+    .{ .type_name = "Q6_K", .bits = .{
+        0x4113edd8,
+        0xc202b59c,
+        0xc24408a0,
+        0xc29c71da,
+        0xc5213043,
+        0xc09c1cc0,
+        0x3e830072,
+        0xc31af938,
+    } },
+    .{ .type_name = "Q5_K", .bits = .{
+        0x41204290,
+        0xc20728b9,
+        0xc240dfac,
+        0xc29d3c6d,
+        0xc5213008,
+        0xc0ba6400,
+        0x3e816052,
+        0xc326cce8,
+    } },
+    .{ .type_name = "Q3_K", .bits = .{
+        0x41127d61,
+        0xc1fe569e,
+        0xc2453ffa,
+        0xc2a4e0be,
+        0xc51f60bb,
+        0xc04e3190,
+        0x3e73cb87,
+        0xc333d284,
+    } },
+    .{ .type_name = "Q2_K", .bits = .{
+        0x40d8b706,
+        0xc1d744d0,
+        0xc225366c,
+        0xc275de06,
+        0xc525ff14,
+        0x4250b22a,
+        0x3e54519e,
+        0xc38eb0d8,
+    } },
+    .{ .type_name = "IQ4_XS", .bits = .{
+        0x40c2ce67,
+        0xc1fdf934,
+        0xc23d2c36,
+        0xc29a3fe2,
+        0xc520e88f,
+        0xc06c0eb0,
+        0x3e3ca466,
+        0xc30bd5ac,
+    } },
+};
+
+test "K-quant vecDot returns llama.cpp's x86 vec_dot bits (golden)" {
+    const x = try testing.allocator.alloc(f32, setRows(1) * golden_row_elems);
+    defer testing.allocator.free(x);
+    genSet(1, x);
+    var checked: usize = 0;
+    inline for (.{ "Q4_K", "Q6_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS" }) |name| {
+        const T = @field(qk, name);
+        for (dot_goldens) |g| {
+            if (!std.mem.eql(u8, g.type_name, name)) continue;
+            for (0..8) |r| {
+                var w: [8]T.Block = undefined;
+                var a: [8]qk.Q8_K.Block = undefined;
+                dotGoldenInputs(T, x, r, &w, &a);
+                inline for (.{ qk.Path.avx512vnni, qk.Path.avx2, qk.Path.generic }) |path| {
+                    const usable = switch (path) {
+                        .avx512vnni => qk.default_path == .avx512vnni,
+                        .avx2 => qk.default_path != .generic,
+                        .generic => true,
+                    };
+                    if (usable) {
+                        const got: u32 = @bitCast(T.vecDotPath(path, &w, &a));
+                        if (got != g.bits[r]) {
+                            std.debug.print("{s} row {d} {s}: 0x{x:0>8}, ggml 0x{x:0>8}\n", .{ name, r, @tagName(path), got, g.bits[r] });
+                            return error.TestUnexpectedResult;
+                        }
+                    }
+                }
+                try testing.expectEqual(g.bits[r], @as(u32, @bitCast(T.vecDotRef(&w, &a))));
+            }
+            checked += 1;
+        }
+    }
+    try testing.expectEqual(@as(usize, 6), checked);
 }

@@ -3,20 +3,22 @@
 //! Each type is one namespace with ggml's block layout, its dequantizer and reference
 //! quantizer (bit-exact with ggml-quants.c as llama-quantize runs it: ggml-base is built
 //! for the baseline ISA, so no `a*b + c` is fused there and neither is it here), a scalar
-//! dot product in ggml's generic order (`vecDotRef`) and a SIMD one (`vecDot`, plus the
-//! multi-row tile `vecDotRows`) against the activation format of ggml's `vec_dot_type`
-//! (Q8_0 for Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1; see quant_act.zig).
+//! dot product in ggml's generic order (`vecDotRef`) and SIMD ones against the activation
+//! format of ggml's `vec_dot_type` (Q8_0 for Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1; see
+//! quant_act.zig): `vecDot` (one row), `vecDotRows` (R rows, the GEMV tile) and
+//! `vecDotTile` (R rows × T tokens, for prompt processing).
 //!
-//! The SIMD dot products compute, per pair of blocks, 16 exact int32 lanes (lane g of a
-//! block = Σ of 4 consecutive products, the `vpdpbusd` layout) and then run exactly the
-//! float operations of llama.cpp's x86 kernels (ggml-cpu/arch/x86/quants.c, AVX2 branch,
-//! which AVX-512 builds also take): per block one fused multiply-add of the lanes by
-//! dw·da into an 8-lane accumulator (IQ4_NL: two, even and odd blocks, plus a scalar
-//! last block), the Q4_1/Q5_1 min terms in a fused scalar chain, and ggml's
-//! `hsum_float_8` tree. So `vecDot` returns llama.cpp's bits on every path (AVX-512
-//! VNNI, AVX2, generic `@Vector`: same integer lanes, same float operations), and a
-//! row's result never depends on the tile size or on the thread computing it.
-//! `vecDotRef` is ggml's generic scalar order instead (different rounding).
+//! The SIMD dot products compute 16 exact int32 lanes per 64-byte vector (lane g of a
+//! block = Σ of 4 consecutive products, the `vpdpbusd` layout; `vecDot` packs two blocks
+//! of a row per vector, the tiles one block of two rows) and then run exactly the float
+//! operations of llama.cpp's x86 kernels (ggml-cpu/arch/x86/quants.c, AVX2 branch, which
+//! AVX-512 builds also take): per block one fused multiply-add of the lanes by dw·da into
+//! an 8-lane accumulator (IQ4_NL: two, even and odd blocks, plus a scalar last block),
+//! the Q4_1/Q5_1 min terms in a scalar chain, and ggml's `hsum_float_8` tree. So every
+//! entry point returns llama.cpp's `ggml_vec_dot_*` bits on every path (AVX-512 VNNI,
+//! AVX2, generic `@Vector`: same integer lanes, same float operations), whatever the tile
+//! and whichever thread computes it. `vecDotRef` is ggml's generic scalar order instead
+//! (different rounding; the tests bound the difference).
 const std = @import("std");
 const builtin = @import("builtin");
 const simd = @import("simd.zig");
@@ -55,6 +57,11 @@ else if (simd.has_avx2)
 else
     &.{.generic};
 
+/// How far ahead of the current block `rowPairs` prefetches each row's weights: a few
+/// cache lines, so each of a tile's row streams is in flight before it is read (measured
+/// on a loaded 2-core host only; 512 was never worse than none).
+const prefetch_bytes: usize = 512;
+
 const Kind = enum { q4_0, q4_1, q5_0, q5_1, iq4_nl };
 
 /// Q4_0: d·(q − 8), q 4-bit. 18 bytes per 32 weights.
@@ -84,6 +91,16 @@ const F32x16 = @Vector(16, f32);
 const F32x8 = @Vector(8, f32);
 const first8 = std.simd.iota(i32, 8);
 const second8 = std.simd.iota(i32, 8) + @as(@Vector(8, i32), @splat(8));
+/// Activation bytes 0..15, 0..15, 16..31, 16..31 (the `rowPairs` layout).
+const halves_twice = blk: {
+    var m: [64]i32 = undefined;
+    for (0..64) |i| m[i] = @intCast((i / 32) * 16 + i % 16);
+    break :blk m;
+};
+/// Row r's scale in lanes 0..3 and 8..11, row r+1's in 4..7 and 12..15.
+const row_pair_broadcast = [16]i32{ 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1 };
+const first_row_lanes = [8]i32{ 0, 1, 2, 3, 8, 9, 10, 11 };
+const second_row_lanes = [8]i32{ 4, 5, 6, 7, 12, 13, 14, 15 };
 
 fn Legacy(comptime kind: Kind) type {
     return struct {
@@ -333,7 +350,18 @@ fn Legacy(comptime kind: Kind) type {
             return vecDotRowsPath(path, 1, .{w}, a)[0];
         }
 
+        /// `vecDotRows` on a chosen path: rows two by two through `rowPairs`, an odd
+        /// last row through `blockPairs`.
         pub fn vecDotRowsPath(comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+            if (R == 1) return blockPairs(path, 1, w_rows, a);
+            var out: [R]f32 = undefined;
+            out[0 .. R / 2 * 2].* = rowPairs(path, R / 2, w_rows[0 .. R / 2 * 2].*, a);
+            if (R % 2 == 1) out[R - 1] = blockPairs(path, 1, .{w_rows[R - 1]}, a)[0];
+            return out;
+        }
+
+        /// One row (or R rows) at a time, two blocks per 64-byte vector.
+        fn blockPairs(comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
             const n = a.len;
             inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
             // llama.cpp's x86 order: per block acc = fma(dw·da, lanes, acc) into one
@@ -380,13 +408,8 @@ fn Legacy(comptime kind: Kind) type {
             inline for (0..R) |r| {
                 if (kind == .iq4_nl) {
                     out[r] = simd.hsum(8, f32, acc[r] + acc_odd[r]);
-                    if (b < n) {
-                        // ggml's scalar tail for an odd block count.
-                        var sumi: i32 = 0;
-                        for (0..qk) |j| sumi += @as(i32, kvalues_iq4nl[code(w_rows[r][b], j)]) * a[b].qs[j];
-                        const d = @as(f32, a[b].d) * @as(f32, w_rows[r][b].d);
-                        out[r] = @mulAdd(f32, d, @floatFromInt(sumi), out[r]);
-                    }
+                    // ggml's scalar step for an odd block count.
+                    if (b < n) out[r] = iq4nlTail(w_rows[r][b], a[b], out[r]);
                 } else {
                     out[r] = simd.hsum(8, f32, acc[r]);
                     if (has_min) out[r] += summs[r];
@@ -395,10 +418,120 @@ fn Legacy(comptime kind: Kind) type {
             return out;
         }
 
-        /// summs += m·s as GCC compiles it for llama.cpp's CPU backend (-march=native
-        /// contracts it into one fused multiply-add).
+        /// summs += m·s. GCC fuses it for llama.cpp's CPU backend, but the product of
+        /// two f16 values is exact in f32, so the plain multiply-add gives the same bits.
         inline fn minTerm(m: f16, s: f16, sum: f32) f32 {
-            return @mulAdd(f32, m, s, sum);
+            return @as(f32, m) * @as(f32, s) + sum;
+        }
+
+        /// 2·P rows, two rows per 64-byte vector: for block b the vector holds
+        /// [row r elements 0..15, row r+1 elements 0..15, row r 16..31, row r+1 16..31]
+        /// against the activations [0..15, 0..15, 16..31, 16..31], so the 16 integer lanes
+        /// are lanes 0..3 of row r, 0..3 of row r+1, 4..7 of row r, 4..7 of row r+1. Each
+        /// lane still gets llama.cpp's sequence of fused multiply-adds, and the final
+        /// reduction gathers each row's 8 lanes back into ggml's order.
+        fn rowPairs(comptime path: Path, comptime P: usize, w_rows: [2 * P][]align(1) const Block, a: []align(1) const Act.Block) [2 * P]f32 {
+            return tile(path, P, 1, w_rows, .{a})[0];
+        }
+
+        /// `rowPairs` for T activation rows at once: each block's weights are unpacked
+        /// once and used for every token. out[t][r] is bit-identical to
+        /// `vecDot(w_rows[r], a_rows[t])`.
+        fn tile(comptime path: Path, comptime P: usize, comptime T: usize, w_rows: [2 * P][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][2 * P]f32 {
+            const n = a_rows[0].len;
+            inline for (0..2 * P) |r| std.debug.assert(w_rows[r].len == n);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            var acc: [T][P]F32x16 = @splat(@splat(@splat(0)));
+            var acc_odd: [T][P]F32x16 = @splat(@splat(@splat(0)));
+            var summs: [T][2 * P]f32 = @splat(@splat(0));
+            const n_vec = if (kind == .iq4_nl) n & ~@as(usize, 1) else n;
+            for (0..n_vec) |b| {
+                var u: [P]U8x64 = undefined;
+                var dw: [P]@Vector(2, f32) = undefined;
+                inline for (0..P) |p| {
+                    const wr = &w_rows[2 * p][b];
+                    const ws = &w_rows[2 * p + 1][b];
+                    if (prefetch_bytes > 0) {
+                        @prefetch(@as([*]const u8, @ptrCast(wr)) + prefetch_bytes, .{ .locality = 2 });
+                        @prefetch(@as([*]const u8, @ptrCast(ws)) + prefetch_bytes, .{ .locality = 2 });
+                    }
+                    u[p] = unpackTwoRows(wr, ws);
+                    dw[p] = .{ wr.d, ws.d };
+                }
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    const aq: @Vector(32, i8) = ab.qs;
+                    const av: I8x64 = @shuffle(i8, aq, undefined, halves_twice);
+                    const shared = actShared(path, av);
+                    const da: f32 = ab.d;
+                    inline for (0..P) |p| {
+                        const lanes: F32x16 = @floatFromInt(pairLanes(path, u[p], av, shared));
+                        const sc: F32x16 = @shuffle(f32, dw[p] * @as(@Vector(2, f32), @splat(da)), undefined, row_pair_broadcast);
+                        if (kind == .iq4_nl and b % 2 == 1) {
+                            acc_odd[t][p] = @mulAdd(F32x16, sc, lanes, acc_odd[t][p]);
+                        } else {
+                            acc[t][p] = @mulAdd(F32x16, sc, lanes, acc[t][p]);
+                        }
+                        if (has_min) {
+                            summs[t][2 * p] = minTerm(w_rows[2 * p][b].m, ab.s, summs[t][2 * p]);
+                            summs[t][2 * p + 1] = minTerm(w_rows[2 * p + 1][b].m, ab.s, summs[t][2 * p + 1]);
+                        }
+                    }
+                }
+            }
+            var out: [T][2 * P]f32 = undefined;
+            inline for (0..T) |t| {
+                inline for (0..P) |p| {
+                    const total = if (kind == .iq4_nl) acc[t][p] + acc_odd[t][p] else acc[t][p];
+                    inline for (0..2) |i| {
+                        const r = 2 * p + i;
+                        const lanes8: F32x8 = @shuffle(f32, total, undefined, if (i == 0) first_row_lanes else second_row_lanes);
+                        var sum = simd.hsum(8, f32, lanes8);
+                        if (has_min) sum += summs[t][r];
+                        if (kind == .iq4_nl and n % 2 == 1) sum = iq4nlTail(w_rows[r][n - 1], a_rows[t][n - 1], sum);
+                        out[t][r] = sum;
+                    }
+                }
+            }
+            return out;
+        }
+
+        /// R rows × T activation rows (R even): out[t][r] is bit-identical to
+        /// `vecDot(w_rows[r], a_rows[t])`. For prompt processing: each weight block is
+        /// decoded once per tile instead of once per token.
+        pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+            return vecDotTilePath(best_path, R, T, w_rows, a_rows);
+        }
+
+        pub fn vecDotTilePath(comptime path: Path, comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+            comptime std.debug.assert(R % 2 == 0);
+            return tile(path, R / 2, T, w_rows, a_rows);
+        }
+
+        /// ggml's scalar step for the last block of an odd-length IQ4_NL row.
+        inline fn iq4nlTail(wb: Block, ab: Act.Block, sum: f32) f32 {
+            var sumi: i32 = 0;
+            for (0..qk) |j| sumi += @as(i32, kvalues_iq4nl[code(wb, j)]) * ab.qs[j];
+            const d = @as(f32, ab.d) * @as(f32, wb.d);
+            return @mulAdd(f32, d, @floatFromInt(sumi), sum);
+        }
+
+        /// Block b of two rows in the `rowPairs` layout.
+        inline fn unpackTwoRows(wr: *align(1) const Block, ws: *align(1) const Block) U8x64 {
+            const qr: @Vector(16, u8) = wr.qs;
+            const qs: @Vector(16, u8) = ws.qs;
+            const v = std.simd.join(qr, qs);
+            const lo = v & @as(@Vector(32, u8), @splat(0x0F));
+            const hi = v >> @as(@Vector(32, u3), @splat(4));
+            var u: U8x64 = std.simd.join(lo, hi);
+            if (has_qh) {
+                const hr: u64 = std.mem.readInt(u32, &wr.qh, .little);
+                const hs: u64 = std.mem.readInt(u32, &ws.qh, .little);
+                const bits64 = (hr & 0xFFFF) | (hs & 0xFFFF) << 16 | (hr >> 16) << 32 | (hs >> 16) << 48;
+                const bits: @Vector(64, bool) = @bitCast(bits64);
+                u |= @select(u8, bits, @as(U8x64, @splat(0x10)), @as(U8x64, @splat(0)));
+            }
+            return u;
         }
 
         /// The 64 codes of a block pair in element order (block 0 then block 1). For
@@ -590,7 +723,7 @@ fn randomBlocks(comptime T: type, rnd: std.Random, blocks: []T.Block) void {
 
 /// Σ_blocks |dw·da|·Σ_j |w_j·a_j| + |m·s|: the magnitude the dot-product error budget
 /// is relative to.
-fn dotMagnitude(comptime T: type, w: []const T.Block, a: []const T.Act.Block) f64 {
+fn dotMagnitude(comptime T: type, w: []align(1) const T.Block, a: []align(1) const T.Act.Block) f64 {
     var wf: [qk]f32 = undefined;
     var total: f64 = 0;
     for (w, a) |wb, ab| {
@@ -628,6 +761,51 @@ test "vecDot equals vecDotRef within rounding on random rows of awkward lengths;
             const rows = [3][]align(1) const T.Block{ w[0][0..nb], w[1][0..nb], w[2][0..nb] };
             const tile = T.vecDotRows(3, rows, a[0..nb]);
             for (0..3) |r| try testing.expectEqual(T.vecDot(w[r][0..nb], a[0..nb]), tile[r]);
+            // A 2-row × 3-token tile: tokens are the activations, itself and reversed-sign copies.
+            var a2: [129]T.Act.Block = undefined;
+            var a3: [129]T.Act.Block = undefined;
+            for (x[0 .. nb * qk]) |*v| v.* = -v.* * 0.5;
+            T.Act.quantizeRow(x[0 .. nb * qk], a2[0..nb]);
+            for (x[0 .. nb * qk], 0..) |*v, i| v.* = @floatFromInt(@as(i32, @intCast(i % 7)) - 3);
+            T.Act.quantizeRow(x[0 .. nb * qk], a3[0..nb]);
+            const acts = [3][]align(1) const T.Act.Block{ a[0..nb], a2[0..nb], a3[0..nb] };
+            inline for (available_paths) |path| {
+                const got = T.vecDotTilePath(path, 2, 3, rows[1..3].*, acts);
+                for (0..3) |t| for (0..2) |r| try testing.expectEqual(T.vecDot(rows[1 + r], acts[t]), got[t][r]);
+            }
+        }
+    }
+}
+
+test "extreme codes and activations: every path and tile size gives the same bits, close to the reference" {
+    inline for (all_types) |T| {
+        var x: [7 * qk]f32 = undefined;
+        for (&x, 0..) |*v, i| v.* = if ((i / 3) % 2 == 0) 1 else -1; // quants ±127
+        var a: [7]T.Act.Block = undefined;
+        T.Act.quantizeRow(&x, &a);
+        var w: [5][7]T.Block = undefined;
+        for (&w, 0..) |*row, r| for (row, 0..) |*b, i| {
+            // All-ones and all-zero codes (the largest and smallest values of each type).
+            @memset(std.mem.asBytes(b), if ((r + i) % 2 == 0) 0xFF else 0x00);
+            b.d = 0.5;
+            if (@hasField(T.Block, "m")) b.m = -0.25;
+        };
+        for ([_]usize{ 1, 2, 6, 7 }) |nb| {
+            var rows: [5][]align(1) const T.Block = undefined;
+            for (0..5) |r| rows[r] = w[r][0..nb];
+            const single = [5]f32{
+                T.vecDot(rows[0], a[0..nb]), T.vecDot(rows[1], a[0..nb]), T.vecDot(rows[2], a[0..nb]),
+                T.vecDot(rows[3], a[0..nb]), T.vecDot(rows[4], a[0..nb]),
+            };
+            inline for (available_paths) |p| {
+                try testing.expectEqual(single, T.vecDotRowsPath(p, 5, rows, a[0..nb]));
+                try testing.expectEqual(single[1..3].*, T.vecDotRowsPath(p, 2, rows[1..3].*, a[0..nb]));
+                try testing.expectEqual(single[0], T.vecDotPath(p, rows[0], a[0..nb]));
+            }
+            for (0..5) |r| {
+                const budget = @as(f64, @floatFromInt(nb + 16)) * std.math.floatEps(f32) * dotMagnitude(T, rows[r], a[0..nb]);
+                try testing.expect(@abs(@as(f64, T.vecDotRef(rows[r], a[0..nb])) - single[r]) <= budget);
+            }
         }
     }
 }
@@ -695,5 +873,83 @@ test "quantizeRowRef round trips within each type's step; NaN/inf input is defin
         x[40] = std.math.inf(f32);
         x[70] = -std.math.inf(f32);
         T.quantizeRowRef(&x, &blocks); // no safety-checked conversion may trip
+    }
+}
+
+const td = @import("quant_testdata.zig");
+
+fn expectGoldenSha(golden: std.json.Value, keys: []const []const u8, bytes: []const u8) !void {
+    const want = try td.goldenString(golden, keys);
+    const got = td.sha256Hex(bytes);
+    if (!std.mem.eql(u8, want, &got)) {
+        std.debug.print("sha256 mismatch at", .{});
+        for (keys) |k| std.debug.print(" {s}", .{k});
+        std.debug.print(": want {s}, got {s}\n", .{ want, &got });
+        return error.TestGoldenMismatch;
+    }
+}
+
+test "real SmolLM2 tensors: Q4_1 dequantization, requantization to every type, activations and dot products equal llama.cpp's bytes" {
+    const allocator = testing.allocator;
+    var golden = try td.readGolden(allocator, "tests/golden/quant_legacy.json");
+    defer golden.deinit();
+    const path = try td.testdataPath(allocator, "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    defer allocator.free(path);
+    var file = td.readGguf(allocator, path) catch |err| {
+        std.debug.print("cannot read {s} (set DOTLLM_TESTDATA): {s}\n", .{ path, @errorName(err) });
+        return err;
+    };
+    defer file.deinit(allocator);
+    for (golden.value.object.get("views").?.array.items) |view| {
+        const name = view.object.get("tensor").?.string;
+        const t = file.find(name) orelse return error.TensorMissing;
+        try testing.expectEqual(Q4_1.ggml_type, t.ggml_type);
+        const n = t.elementCount();
+        const cols: usize = switch (view.object.get("cols").?) {
+            .integer => |c| @intCast(c),
+            else => t.rowLength(),
+        };
+        const rows = n / cols;
+        const nb = cols / qk;
+        var key_buf: [128]u8 = undefined;
+        const key = try std.fmt.bufPrint(&key_buf, "{s}@{d}", .{ name, cols });
+
+        const src: []align(1) const Q4_1.Block = std.mem.bytesAsSlice(Q4_1.Block, try file.data(t, n / qk * @sizeOf(Q4_1.Block)));
+        const x = try allocator.alloc(f32, n);
+        defer allocator.free(x);
+        Q4_1.dequantizeRow(src, x);
+        try expectGoldenSha(golden.value, &.{ "f32", name }, std.mem.sliceAsBytes(x));
+
+        const out = try allocator.alloc(f32, rows);
+        defer allocator.free(out);
+        inline for (all_types) |T| {
+            const q = try allocator.alloc(T.Block, n / qk);
+            defer allocator.free(q);
+            for (0..rows) |r| T.quantizeRowRef(x[r * cols ..][0..cols], q[r * nb ..][0..nb]);
+            try expectGoldenSha(golden.value, &.{ "quant", T.name, name }, std.mem.sliceAsBytes(q));
+
+            var a_buf: [1536 / qk]T.Act.Block = undefined;
+            const a = a_buf[0..nb];
+            T.Act.quantizeRow(x[0..cols], a);
+            try expectGoldenSha(golden.value, &.{ "act", T.Act.name, key }, std.mem.sliceAsBytes(a));
+
+            for (0..rows) |r| out[r] = T.vecDot(q[r * nb ..][0..nb], a);
+            try expectGoldenSha(golden.value, &.{ "dot", T.name, key }, std.mem.sliceAsBytes(out));
+
+            // Every path and the 4-row tile give those bits; the scalar reference is close.
+            var r: usize = 0;
+            while (r + 4 <= rows) : (r += 4) {
+                var tile_rows: [4][]align(1) const T.Block = undefined;
+                for (0..4) |i| tile_rows[i] = q[(r + i) * nb ..][0..nb];
+                const tile = T.vecDotRows(4, tile_rows, a);
+                for (0..4) |i| try testing.expectEqual(out[r + i], tile[i]);
+            }
+            for (0..rows) |i| {
+                const w = q[i * nb ..][0..nb];
+                inline for (available_paths) |p| try testing.expectEqual(out[i], T.vecDotPath(p, w, a));
+                const budget = @as(f64, @floatFromInt(nb + 16)) * std.math.floatEps(f32) * dotMagnitude(T, w, a);
+                try testing.expect(@abs(@as(f64, T.vecDotRef(w, a)) - out[i]) <= budget);
+            }
+        }
     }
 }

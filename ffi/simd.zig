@@ -82,6 +82,38 @@ pub inline fn exp(comptime n: comptime_int, x_in: @Vector(n, f32)) @Vector(n, f3
     return p * scale;
 }
 
+/// ggml's vector expf (`ggml_v_expf` of ggml-cpu/vec.h, AVX-512 form), bit for bit:
+/// the same polynomial, fused multiply-adds and `scalef` scaling, so kernels that
+/// must match llama.cpp exactly (SwiGLU, softmax) round as it does. |n| > 192
+/// gives inf or 0, as there.
+pub inline fn expGgml(comptime n: comptime_int, x: @Vector(n, f32)) @Vector(n, f32) {
+    const V = @Vector(n, f32);
+    const r: V = @splat(0x1.8p23);
+    const z = @mulAdd(V, x, @splat(0x1.715476p+0), r);
+    const k = z - r;
+    const b = @mulAdd(V, -k, @splat(0x1.7f7d1cp-20), @mulAdd(V, -k, @splat(0x1.62e4p-1), x));
+    const u = b * b;
+    const j = @mulAdd(
+        V,
+        @mulAdd(V, @mulAdd(V, @splat(0x1.0e4020p-7), b, @splat(0x1.573e2ep-5)), u, @mulAdd(V, @splat(0x1.555e66p-3), b, @splat(0x1.fffdb6p-2))),
+        u,
+        @mulAdd(V, @splat(0x1.ffffecp-1), b, @splat(1.0)),
+    );
+    // scalef(j, k) = j·2^k with one rounding: two exact power-of-two steps of at most
+    // 2^±96 each (normal numbers), the second one rounding.
+    const big = @abs(k) > @as(V, @splat(192));
+    const kc = @select(f32, big, @as(V, @splat(0)), k);
+    const k_int: @Vector(n, i32) = @intFromFloat(kc);
+    const half = k_int >> @splat(1);
+    const rest = k_int - half;
+    const bias: @Vector(n, i32) = @splat(127);
+    const p1: V = @bitCast((half + bias) << @splat(23));
+    const p2: V = @bitCast((rest + bias) << @splat(23));
+    const res = (j * p1) * p2;
+    const alt = @select(f32, k <= @as(V, @splat(0)), @as(V, @splat(0)), @as(V, @splat(std.math.inf(f32))));
+    return @select(f32, big, alt, res);
+}
+
 /// Largest lane of `v`.
 pub inline fn hmax(comptime lanes: comptime_int, v: @Vector(lanes, f32)) f32 {
     return @reduce(.Max, v);

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import process from "node:process";
 import { platformName, releaseFileName } from "../src/native/paths.ts";
 
@@ -30,8 +30,69 @@ const libraries = [platform, `${platform}-avx512`]
   .map((name) => `zig-out/release/${releaseFileName(name)}`)
   .filter((path) => existsSync(path));
 
+/**
+ * Bun's bundler does not read deno.json's `imports`: the npm packages the CLI
+ * imports (`@huggingface/jinja`) are installed into the ignored
+ * `node_modules/` first, at the versions deno.json pins. Bun itself writes
+ * them (this script needs no write permission).
+ */
+async function installNpmImportsForBun(): Promise<void> {
+  const imports: Record<string, string> = JSON.parse(readFileSync("deno.json", "utf8")).imports;
+  const wanted: Record<string, string> = {};
+  for (const spec of Object.values(imports)) {
+    const m = /^npm:(@?[^@]+)@(.+)$/.exec(spec);
+    if (m === null || m[1] === "mitata") continue; // mitata: benchmarks only
+    const installed = `node_modules/${m[1]}/package.json`;
+    if (existsSync(installed) && JSON.parse(readFileSync(installed, "utf8")).version === m[2]) {
+      continue;
+    }
+    wanted[m[1]] = m[2];
+  }
+  if (Object.keys(wanted).length === 0) return;
+  const script = `const fs = require("fs"), path = require("path"), os = require("os");
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "dotllm-npm-"));
+try {
+  fs.writeFileSync(path.join(dir, "package.json"), JSON.stringify({ private: true, dependencies: ${
+    JSON.stringify(wanted)
+  } }));
+  const r = Bun.spawnSync([process.execPath, "install", "--silent"], { cwd: dir, stdio: ["ignore", "inherit", "inherit"] });
+  if (r.exitCode !== 0) process.exit(1);
+  fs.cpSync(path.join(dir, "node_modules"), "node_modules", { recursive: true });
+} finally {
+  fs.rmSync(dir, { recursive: true, force: true });
+}`;
+  const install = await new Deno.Command("bun", {
+    args: ["-e", script],
+    stdout: "inherit",
+    stderr: "inherit",
+  })
+    .output();
+  if (install.code !== 0) {
+    console.error(`dotllm: bun could not install ${Object.keys(wanted).join(", ")} for bundling`);
+    process.exit(1);
+  }
+}
+if (runtime === "bun") await installNpmImportsForBun();
+
+/** deno.json's `npm:` import specifiers. */
+function npmSpecifiers(): string[] {
+  const imports: Record<string, string> = JSON.parse(readFileSync("deno.json", "utf8")).imports;
+  return Object.values(imports).filter((spec) => spec.startsWith("npm:"));
+}
+
 const command = runtime === "bun"
-  ? ["bun", "build", "--compile", "--minify", "cli.ts", ...libraries, "--outfile", output]
+  ? [
+    "bun",
+    "build",
+    "--compile",
+    "--minify",
+    // The `npm:` imports are Deno's branch (src/chat/_jinja.ts); Bun takes the bare name.
+    ...npmSpecifiers().flatMap((spec) => ["--external", spec]),
+    "cli.ts",
+    ...libraries,
+    "--outfile",
+    output,
+  ]
   : [
     "deno",
     "compile",

@@ -30,6 +30,7 @@ export function runDeno(args: string[]): Promise<CliResult> {
     "--no-prompt",
     "--allow-ffi",
     "--allow-read",
+    "--allow-write",
     "--allow-env",
     "--allow-sys=homedir",
     join(repoRoot, "cli.ts"),

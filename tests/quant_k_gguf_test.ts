@@ -2,6 +2,8 @@
  * The K-quant kernels of ffi/quant_k.zig on a real model: every Q4_K and Q6_K tensor of
  * Gemma 3 270M Q4_K_M dequantizes and requantizes to ggml's exact bytes (goldens in
  * tests/golden/quant_k_gemma.json, made with the reference llama.cpp's libggml-base).
+ * SmolLM2's ffn_down tensors (f32 = its Q4_1 file dequantized, as llama-quantize's ladder
+ * starts) quantize to ggml's bytes in all six K types (tests/golden/quant_k_smollm2.json).
  * The check itself is Zig (ffi/quant_k_gguf_test.zig), run here with `zig test` on the
  * downloaded file.
  */
@@ -9,10 +11,11 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { ensureGemma } from "./_gemma.ts";
-import { repoRoot } from "./_testdata.ts";
+import { repoRoot, testdata } from "./_testdata.ts";
 
 Deno.test({
-  name: "Gemma 3 Q4_K_M: Q4_K and Q6_K tensors dequantize and requantize bit-exactly as ggml",
+  name:
+    "K-quants on real models: Gemma 3 Q4_K_M tensors round-trip and SmolLM2 tensors quantize bit-exactly as ggml",
   sanitizeResources: false,
   fn() {
     const gguf = ensureGemma();
@@ -26,12 +29,15 @@ Deno.test({
           ...Deno.env.toObject(),
           DOTLLM_QUANT_K_GGUF: gguf,
           DOTLLM_QUANT_K_GOLDEN: join(repoRoot, "tests", "golden", "quant_k_gemma.json"),
+          DOTLLM_QUANT_K_SMOLLM2: testdata("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+          DOTLLM_QUANT_K_SMOLLM2_GOLDEN: join(repoRoot, "tests", "golden", "quant_k_smollm2.json"),
         },
       },
     );
     const output = `${r.stdout}${r.stderr}`;
     assert.equal(r.status, 0, output);
     assert.match(output, /checked 36 tensors/);
-    assert.match(output, /All 1 tests passed/);
+    assert.match(output, /checked 18 ladder tensors/);
+    assert.match(output, /All 2 tests passed/);
   },
 });

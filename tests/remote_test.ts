@@ -11,6 +11,7 @@ import { sha256Hex } from "../src/native/embedded.ts";
 import { loadNative, platformName, releaseFileName } from "../src/native/mod.ts";
 import { goldenText, STORIES } from "./_ship.ts";
 import { repoRoot } from "./_testdata.ts";
+import { seedNpmCache } from "./_npm_cache.ts";
 
 /** Copies what `deno publish` would ship (the TypeScript sources) into `dir`. */
 function stagePackage(dir: string): void {
@@ -48,6 +49,7 @@ Deno.test("a package served over http fetches, verifies and caches its library",
   const pkg = join(work, "pkg");
   mkdirSync(pkg);
   stagePackage(pkg);
+  seedNpmCache(join(work, "deno-dir"));
   const { server, port, requests } = serve(pkg);
   try {
     const script = `
@@ -110,6 +112,7 @@ Deno.test("deno run http://127.0.0.1:PORT/cli.ts run generates the greedy text f
   const pkg = join(work, "pkg");
   mkdirSync(pkg);
   stagePackage(pkg);
+  seedNpmCache(join(work, "deno-dir"));
   const { server, port, requests } = serve(pkg);
   try {
     const out = await new Deno.Command(Deno.execPath(), {

@@ -11,11 +11,13 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { platformName, releaseFileName } from "../src/native/mod.ts";
 import { buildRelease, exec } from "./_ship.ts";
+import { seedNpmCache } from "./_npm_cache.ts";
 import { repoRoot } from "./_testdata.ts";
 
 Deno.test("deno publish --dry-run passes offline and ships the release libraries", async () => {
   await buildRelease(platformName());
   const denoDir = mkdtempSync(join(tmpdir(), "dotllm-publish-"));
+  seedNpmCache(denoDir);
   try {
     const closed = "http://127.0.0.1:9";
     const out = await exec(Deno.execPath(), ["publish", "--dry-run", "--allow-dirty"], {

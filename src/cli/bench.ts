@@ -9,6 +9,7 @@ import {
   benchTable,
 } from "../bench/llama_bench.ts";
 import { LlamaModel } from "../model/mod.ts";
+import { resolveModel } from "../hub/resolve.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
 
@@ -41,9 +42,9 @@ function integerList(name: string, value: unknown, min: number): number[] {
   return numbers;
 }
 
-function run(values: OptionValues, positionals: string[]): number {
+async function run(values: OptionValues, positionals: string[]): Promise<number> {
   if (positionals.length !== 1) throw new UsageError("bench takes one MODEL argument");
-  const [path] = positionals;
+  const path = await resolveModel(positionals[0]);
   const prompts = integerList("-p", values["n-prompt"] ?? "512", 0).filter((n) => n > 0);
   const gens = integerList("-n", values["n-gen"] ?? "128", 0).filter((n) => n > 0);
   const threadList = integerList("-t", values.threads ?? String(availableParallelism()), 1);

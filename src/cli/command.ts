@@ -25,6 +25,8 @@ export interface Command {
   /** The usage line(s) and option list for `dotllm <name> --help`. */
   readonly usage: string;
   readonly options: NonNullable<ParseArgsConfig["options"]>;
+  /** Spellings `parseArgs` cannot take (`-sys`), each mapped to an option (`--system`). */
+  readonly aliases?: Readonly<Record<string, string>>;
   /** Runs the command; resolves to the exit code. */
   run(values: OptionValues, positionals: string[]): Promise<number> | number;
 }

@@ -7,6 +7,7 @@ import type { Command } from "./command.ts";
 import { UsageError } from "./command.ts";
 import { writeStdout } from "./io.ts";
 import { openGguf } from "../gguf/file.ts";
+import { resolveModel } from "../hub/resolve.ts";
 import { formatGgufSummary, summarizeGguf } from "../gguf/summary.ts";
 
 /** The `inspect` command. */
@@ -25,11 +26,11 @@ export const inspectCommand: Command = {
     "           strings; f32 values as their shortest decimal)",
   ].join("\n"),
   options: { json: { type: "boolean" } },
-  run(values, positionals) {
+  async run(values, positionals) {
     if (positionals.length !== 1) {
       throw new UsageError(positionals.length === 0 ? "missing MODEL" : "expected one MODEL");
     }
-    const path = positionals[0];
+    const path = await resolveModel(positionals[0]);
     using file = openGguf(path);
     const summary = summarizeGguf(file.gguf);
     if (values.json) {

@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import process from "node:process";
 import { isatty } from "node:tty";
+import { resolveModel } from "../hub/resolve.ts";
 import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
@@ -17,6 +18,7 @@ import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampl
 import { TokenizerError } from "../tokenizer/vocab.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
+import { CHAT_TEMPLATE_HELP, cliChatTemplate, oneLine } from "./_chat_template.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
 
@@ -42,7 +44,9 @@ Options:
   -b, --batch-size N       prompt tokens per batch (default 512)
       --cache-type T       KV cache type, f16 or f32 (default f16)
       --stop S             stop before the string S (repeatable)
-      --echo               print the prompt before the generated text
+      --chat               the prompt is one user turn through the model's chat template
+      --system TEXT        with --chat: a system message before it
+${CHAT_TEMPLATE_HELP}      --echo               print the prompt before the generated text
       --json               print one JSON object instead of streamed text
   -q, --quiet              no summary on stderr
   -h, --help               this help
@@ -62,15 +66,19 @@ interface RunArgs {
   echo: boolean;
   json: boolean;
   quiet: boolean;
+  /** `--chat`: the prompt is one user turn (with `--system`) through this template (undefined: the model's). */
+  chat?: { system?: string; template?: string };
 }
 
-function str(values: OptionValues, name: string): string | undefined {
+/** The last value of string option `name`. */
+export function str(values: OptionValues, name: string): string | undefined {
   const v = values[name];
   if (Array.isArray(v)) return String(v[v.length - 1]);
   return typeof v === "string" ? v : undefined;
 }
 
-function number(
+/** Numeric option `flag`, checked (a {@linkcode UsageError} names it). */
+export function number(
   values: OptionValues,
   flag: string,
   fallback: number,
@@ -158,6 +166,11 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
   if (args.sampling.repeatPenalty === 0) {
     throw new UsageError("--repeat-penalty must be > 0, got 0");
   }
+  if (values.chat === true) {
+    args.chat = { system: str(values, "system"), template: str(values, "chat-template") };
+  } else if (values.system !== undefined || values["chat-template"] !== undefined) {
+    throw new UsageError("--system and --chat-template need --chat");
+  }
   args.prompt = readPrompt(values);
   return args;
 }
@@ -232,11 +245,12 @@ function summaryText({ model, args, result, loadMs, totalMs }: Summary): string 
     `(${model.cacheType}), scratch ${mib(m.scratchBytes)}\n`;
 }
 
-function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
+function jsonText({ model, args, result, loadMs, totalMs }: Summary, prompt?: string): string {
   const t = result.timings;
   const perSecond = (n: number, ms: number) => (ms > 0 ? n / ms * 1000 : null);
   const generationMs = t.decodeMs + t.samplingMs;
   return JSON.stringify({
+    ...(prompt === undefined ? {} : { prompt }),
     text: result.text,
     tokens: Array.from(result.tokens),
     finish_reason: result.finishReason,
@@ -266,11 +280,27 @@ function jsonText({ model, args, result, loadMs, totalMs }: Summary): string {
 
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
   const args = parseRunArgs(values, positionals); // reads the prompt (maybe stdin)
+  args.model = await resolveModel(args.model);
   const start = performance.now();
   const llm = await loadModel(args);
   try {
     const model = llm.model;
     warmUp(model.gguf.bytes, args.model);
+    const tokenizer = llm.tokenizer;
+    let rendered: string | undefined;
+    if (args.chat !== undefined) {
+      const template = cliChatTemplate(model.gguf, tokenizer, args.chat.template, args.model);
+      const messages = args.chat.system === undefined
+        ? [{ role: "user", content: args.prompt }]
+        : [{ role: "system", content: args.chat.system }, { role: "user", content: args.prompt }];
+      try {
+        rendered = template.render(messages);
+      } catch (error) {
+        throw new Error(
+          oneLine(`"${args.chat.template ?? args.model}": ${(error as Error).message}`),
+        );
+      }
+    }
     if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
     const loadMs = performance.now() - start;
 
@@ -279,8 +309,8 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
     process.on("SIGINT", onInterrupt);
     let result: GenerationResult;
     try {
-      if (args.echo && !args.json) writeStdout(args.prompt);
-      result = await llm.complete(args.prompt, {
+      if (args.echo && !args.json) writeStdout(rendered ?? args.prompt);
+      result = await llm.complete(rendered ?? args.prompt, {
         ...args.sampling,
         seed: args.seed,
         maxTokens: args.nPredict,
@@ -299,7 +329,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
     }
     const summary = { model, args, result, loadMs, totalMs: performance.now() - start };
     if (args.json) {
-      writeStdout(jsonText(summary));
+      writeStdout(jsonText(summary, rendered));
     }
     if (!args.quiet) {
       if (result.finishReason === "context") {
@@ -340,6 +370,9 @@ export const runCommand: Command = {
     "cache-type": { type: "string" },
     stop: { type: "string", multiple: true },
     echo: { type: "boolean" },
+    chat: { type: "boolean" },
+    system: { type: "string" },
+    "chat-template": { type: "string" },
     json: { type: "boolean" },
     quiet: { type: "boolean", short: "q" },
   },

@@ -25,6 +25,7 @@
  *
  * @module
  */
+import { applyChatTemplate, type ApplyTemplateOptions, type ChatMessage } from "../chat/mod.ts";
 import { generate, type GenerationResult } from "../generation/mod.ts";
 import {
   type CacheType,
@@ -68,6 +69,14 @@ export interface LlmCompleteOptions extends LlmGenerateOptions {
   onText?: (text: string) => void;
   /** Keep the whole text in the result (default true). */
   collectText?: boolean;
+}
+
+/** Options of {@linkcode Llm.chat}: those of `generate`, plus the template's. */
+export interface LlmChatOptions extends LlmGenerateOptions {
+  /** Jinja source (or a built-in's name: chatml, llama3, gemma, phi3, mistral) overriding the file's. */
+  template?: string;
+  /** The clock the template's `strftime_now` reads; default now. */
+  now?: Date;
 }
 
 /** One generated token and the text it completes. */
@@ -286,6 +295,28 @@ export class Llm {
     } finally {
       this.#busy = false;
     }
+  }
+
+  /**
+   * Renders `messages` (OpenAI's `{ role, content }`) with the model's chat
+   * template as llama.cpp renders it. Throws `ChatTemplateError` when the
+   * template fails, or the model has none and `template` is not given.
+   */
+  applyTemplate(messages: readonly ChatMessage[], options: ApplyTemplateOptions = {}): string {
+    return applyChatTemplate(this.model.gguf, this.tokenizer, messages, options);
+  }
+
+  /**
+   * The assistant's reply to `messages`, streamed like {@linkcode generate}:
+   * the conversation goes through the chat template (generation prompt
+   * added; a final assistant message is continued).
+   */
+  async *chat(
+    messages: readonly ChatMessage[],
+    options: LlmChatOptions = {},
+  ): AsyncGenerator<GeneratedPiece, GenerationResult, undefined> {
+    const { template, now, ...rest } = options;
+    return yield* this.generate(this.applyTemplate(messages, { template, now }), rest);
   }
 
   /** Frees the model's native memory: buffers, KV cache, file mapping and thread pool. */

@@ -2,6 +2,7 @@
 export {
   type GeneratedPiece,
   Llm,
+  type LlmChatOptions,
   type LlmCompleteOptions,
   type LlmGenerateOptions,
   type LlmOptions,

@@ -8,6 +8,7 @@
 import type { Gguf, GgufValue } from "../gguf/reader.ts";
 import { architectureOf } from "./arch.ts";
 import { ModelError } from "./errors.ts";
+import { tagged } from "./_tagged.ts";
 
 export { ModelError } from "./errors.ts";
 export { SUPPORTED_ARCHITECTURES } from "./arch.ts";
@@ -168,7 +169,7 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
   }
   const name = gguf.metadata.get("general.name");
   const contextLength = integer(gguf, `${a}.context_length`, undefined, 1, L.contextLengthMax);
-  return {
+  return tagged({
     architecture,
     name: typeof name === "string" ? name : "",
     contextLength,
@@ -205,7 +206,7 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
       L.contextLengthMax,
     ),
     ropeAttnFactor: float(gguf, `${a}.rope.scaling.attn_factor`, 1, 0),
-  };
+  });
 }
 
 /** {@linkcode readModelConfig} (its name before the architecture table). */

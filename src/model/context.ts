@@ -32,6 +32,7 @@ import { ModelError } from "./errors.ts";
 import { forward, type ForwardBuffers, missingOps } from "./forward.ts";
 import type { ModelKernels } from "./kernels.ts";
 import { type CacheType, KvCache } from "./kv_cache.ts";
+import { tagged } from "./_tagged.ts";
 import type { Model } from "./model.ts";
 
 /** Creation-time choices of a {@linkcode Context}. */
@@ -172,7 +173,7 @@ export class Context {
         ? [i32(B, (i) => 2 * i).address, i32(B, (i) => 2 * i + 1).address] as const
         : [0, 0] as const;
       const logits = this.#alloc(R * V * 4);
-      this.#b = {
+      this.#b = tagged({
         x: f32(B * E),
         xb: f32(B * E),
         q: f32(B * Q),
@@ -191,7 +192,7 @@ export class Context {
         outRows: outRows.address,
         xOut: f32(R * E),
         logits: logits.address,
-      };
+      });
       this.#tokens = tokens.view;
       this.#positions = positions.view;
       this.#slots = slotIds.view;

@@ -36,10 +36,10 @@ export interface ForwardCache {
   readonly slotCount: number;
   /** Rows per slot of layer `l`: `slotRows`, or a ring for a sliding-window layer. */
   rows(layer: number): number;
-  /** Address of each layer's K cache (a typed array: read without boxing in the decode loop). */
-  readonly kLayers: Float64Array;
+  /** Address of each layer's K cache. */
+  readonly kLayers: readonly number[];
   /** Address of each layer's V cache. */
-  readonly vLayers: Float64Array;
+  readonly vLayers: readonly number[];
 }
 
 /**

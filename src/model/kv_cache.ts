@@ -105,16 +105,24 @@ export class KvCache implements ForwardCache {
     }
     this.byteLength = 2 * bytes;
     const offsets = this.#layerOffsets, k = this.#k.address, v = this.#v.address;
-    this.kLayers = Float64Array.from({ length: shape.layers }, (_, l) => k + offsets[l]);
-    this.vLayers = Float64Array.from({ length: shape.layers }, (_, l) => v + offsets[l]);
+    // Arrays of tagged elements (made of strings first): a raw-double array would box
+    // each address anew every time the forward pass hands it to a kernel.
+    const kLayers: unknown[] = new Array(shape.layers).fill("");
+    const vLayers: unknown[] = new Array(shape.layers).fill("");
+    for (let l = 0; l < shape.layers; l++) {
+      kLayers[l] = k + offsets[l];
+      vLayers[l] = v + offsets[l];
+    }
+    this.kLayers = kLayers as number[];
+    this.vLayers = vLayers as number[];
     this.#history = Array.from({ length: slots }, () => new Int32Array(slotRows));
     this.#lengths = new Int32Array(slots);
   }
 
   /** Address of each layer's K cache. */
-  readonly kLayers: Float64Array;
+  readonly kLayers: readonly number[];
   /** Address of each layer's V cache. */
-  readonly vLayers: Float64Array;
+  readonly vLayers: readonly number[];
 
   /** Address of layer `layer`'s K cache. */
   kAddress(layer: number): number {

@@ -17,6 +17,7 @@ import {
 } from "./arch.ts";
 import type { ModelConfig } from "./config.ts";
 import { ModelError } from "./errors.ts";
+import { tagged } from "./_tagged.ts";
 
 /** The types a tensor may have: the library's computable types, or F32 only (norms). */
 type Allowed = ReadonlyMap<number, Pick<ComputableType, "name" | "blockElems">>;
@@ -122,14 +123,14 @@ function check(
       `tensor "${t.name}" has shape [${t.dims.join(", ")}], expected [${shape.join(", ")}]`,
     );
   }
-  return {
+  return tagged({
     name: t.name,
     type: t.type.id,
     address: base + t.dataOffset,
     rowCount: shape[1] ?? 1,
     rowLength: shape[0],
     sizeBytes: t.sizeBytes,
-  };
+  });
 }
 
 const F32_ONLY: Allowed = new Map([[GgmlType.F32, { name: "F32", blockElems: 1 }]]);

@@ -1,0 +1,414 @@
+/**
+ * `dotllm chat MODEL`: a conversation with an instruct model through its chat
+ * template. On a terminal: a prompt with line editing and history
+ * (`node:readline`), multi-line input (a trailing `\`), the reply streamed,
+ * `/clear`, `/system TEXT`, `/exit`; Ctrl-C interrupts a reply (the
+ * conversation keeps what it got), Ctrl-D exits. Without a terminal on
+ * stdin, each input line is one user turn and each reply is printed followed
+ * by a blank line. Each turn prefills only the new tokens (see
+ * {@linkcode ChatSession}); a one-line note per turn on stderr (hidden by
+ * `-q`) gives the prefilled and cached token counts and the speeds.
+ *
+ * @module
+ */
+import process from "node:process";
+import { createInterface, type Interface } from "node:readline";
+import { isatty } from "node:tty";
+import { ChatSession, ChatTemplateError, type ChatTurn } from "../chat/mod.ts";
+import { GgufError } from "../gguf/reader.ts";
+import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
+import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
+import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampler/mod.ts";
+import { Tokenizer } from "../tokenizer/mod.ts";
+import { CHAT_TEMPLATE_HELP, cliChatTemplate, oneLine } from "./_chat_template.ts";
+import { type Command, type OptionValues, UsageError } from "./command.ts";
+import { writeStderr, writeStdout } from "./io.ts";
+import { number, str } from "./run.ts";
+import { warmUp } from "./terminal.ts";
+
+const usage = `Usage: dotllm chat MODEL [options]
+
+Chats with an instruct GGUF model through its chat template. On a terminal:
+type a message and press Enter (end a line with \\ to continue it on the next);
+/clear forgets the conversation, /system TEXT sets the system message, /exit
+or Ctrl-D quits, Ctrl-C interrupts a reply. Without a terminal on stdin, each
+line is one message and each reply is printed followed by a blank line.
+
+Options:
+  -sys, --system TEXT      the system message (default: the template's own, if any)
+${CHAT_TEMPLATE_HELP}  -n, --n-predict N        most tokens per reply; -1 = until end of turn (default -1)
+  -t, --threads N          threads; 0 = every CPU (default 0)
+      --temp T             temperature; 0 = greedy (default 0.8)
+      --top-k K            keep the K most likely tokens; 0 = all (default 40)
+      --top-p P            nucleus sampling; 1 = off (default 0.95)
+      --min-p P            drop tokens below P × the best one's probability (default 0.05)
+      --repeat-penalty R   penalise recent tokens; 1 = off (default 1.0)
+      --repeat-last-n N    tokens the penalties look back over; -1 = the context (default 64)
+      --presence-penalty P subtract P from recent tokens' logits (default 0)
+      --frequency-penalty P subtract count × P (default 0)
+  -s, --seed S             random seed, 0 to 4294967295; -1 = random (default)
+  -c, --ctx-size N         context length; 0 = the model's (default min(model's, 4096))
+  -b, --batch-size N       prompt tokens per batch (default 512)
+      --cache-type T       KV cache type, f16 or f32 (default f16)
+  -q, --quiet              no per-turn speed note on stderr
+  -h, --help               this help
+`;
+
+interface ChatArgs {
+  model: string;
+  system?: string;
+  template?: string;
+  nPredict: number;
+  threads: number;
+  sampling: SamplerParams;
+  seed: number;
+  contextSize?: number;
+  batchSize: number;
+  cacheType: CacheType;
+  quiet: boolean;
+}
+
+function parseChatArgs(values: OptionValues, positionals: string[]): ChatArgs {
+  if (positionals.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
+  if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
+  const d = DEFAULT_SAMPLER_PARAMS;
+  const cacheType = str(values, "cache-type") ?? "f16";
+  if (cacheType !== "f16" && cacheType !== "f32") {
+    throw new UsageError(`--cache-type must be f16 or f32, got "${cacheType}"`);
+  }
+  const ctx = number(values, "ctx-size", -1, { integer: true, min: 0, max: 1 << 24 });
+  const seed = number(values, "seed", -1, { integer: true, min: -1, max: 0xffffffff });
+  const sampling: SamplerParams = {
+    temperature: number(values, "temp", d.temperature),
+    topK: number(values, "top-k", d.topK, { integer: true, min: 0 }),
+    topP: number(values, "top-p", d.topP, { min: 0, max: 1 }),
+    minP: number(values, "min-p", d.minP, { min: 0, max: 1 }),
+    repeatPenalty: number(values, "repeat-penalty", d.repeatPenalty, { min: 0 }),
+    repeatLastN: number(values, "repeat-last-n", d.repeatLastN, { integer: true, min: -1 }),
+    presencePenalty: number(values, "presence-penalty", d.presencePenalty),
+    frequencyPenalty: number(values, "frequency-penalty", d.frequencyPenalty),
+  };
+  if (sampling.repeatPenalty === 0) throw new UsageError("--repeat-penalty must be > 0, got 0");
+  return {
+    model: positionals[0],
+    system: str(values, "system"),
+    template: str(values, "chat-template"),
+    nPredict: number(values, "n-predict", -1, { integer: true, min: -1 }),
+    threads: number(values, "threads", 0, { integer: true, min: 0, max: THREAD_COUNT_MAX }),
+    sampling,
+    seed: seed === -1 ? randomSeed() : seed,
+    contextSize: ctx === -1 ? undefined : ctx,
+    batchSize: number(values, "batch-size", 512, { integer: true, min: 1, max: 1 << 16 }),
+    cacheType,
+    quiet: values.quiet === true,
+  };
+}
+
+function loadModel(args: ChatArgs): LlamaModel {
+  try {
+    return LlamaModel.load(args.model, {
+      contextSize: args.contextSize,
+      batchSize: args.batchSize,
+      cacheType: args.cacheType,
+      threads: args.threads,
+    });
+  } catch (error) {
+    if (error instanceof GgufError || error instanceof ModelError) {
+      throw new Error(`"${args.model}": ${error.message}`);
+    }
+    throw error;
+  }
+}
+
+/** The per-turn note: what was prefilled (and what the cache already held), and the speeds. */
+export function turnNote(turn: ChatTurn): string {
+  const tokPerS = turn.decodeMs > 0 && turn.generatedTokens > 1
+    ? ((turn.generatedTokens - 1) / turn.decodeMs * 1000).toFixed(1)
+    : "-";
+  return `[prefill ${turn.prefilledTokens} tokens (${turn.reusedTokens} cached) ` +
+    `in ${turn.prefillMs.toFixed(1)} ms, first token after ${turn.firstTokenMs.toFixed(0)} ms, ` +
+    `${turn.generatedTokens} tokens at ${tokPerS} tok/s` +
+    (turn.finishReason === "interrupted" ? ", interrupted" : "") + "]\n";
+}
+
+/** What a line of input asks for. */
+type Input =
+  | { kind: "message"; text: string }
+  | { kind: "clear" }
+  | { kind: "system"; text: string }
+  | { kind: "exit" }
+  | { kind: "help" }
+  | { kind: "unknown"; name: string };
+
+function parseInput(text: string): Input {
+  const command = /^\/(\w+)(?:\s+([\s\S]*))?$/.exec(text.trim());
+  if (command === null) return { kind: "message", text };
+  const [, name, rest] = command;
+  switch (name) {
+    case "clear":
+      return { kind: "clear" };
+    case "system":
+      return { kind: "system", text: rest ?? "" };
+    case "exit":
+    case "quit":
+      return { kind: "exit" };
+    case "help":
+      return { kind: "help" };
+    default:
+      return { kind: "unknown", name };
+  }
+}
+
+const HELP = "/clear  forget the conversation\n/system TEXT  set the system message " +
+  "(and clear)\n/exit  quit (or Ctrl-D)\nEnd a line with \\ to continue the message on the next.\n";
+
+/** One conversation driven by lines of input. */
+class ChatLoop {
+  readonly session: ChatSession;
+  readonly args: ChatArgs;
+  readonly terminal: boolean;
+  #abort?: AbortController;
+
+  constructor(session: ChatSession, args: ChatArgs, terminal: boolean) {
+    this.session = session;
+    this.args = args;
+    this.terminal = terminal;
+  }
+
+  get replying(): boolean {
+    return this.#abort !== undefined;
+  }
+
+  /** Interrupts the reply in progress; false when there is none. */
+  interrupt(): boolean {
+    if (this.#abort === undefined) return false;
+    this.#abort.abort();
+    return true;
+  }
+
+  /** Handles one complete input; false to exit. */
+  async handle(text: string): Promise<boolean> {
+    const input = parseInput(text);
+    const say = (line: string) => {
+      if (this.terminal) writeStdout(line);
+      else writeStderr(line);
+    };
+    switch (input.kind) {
+      case "exit":
+        return false;
+      case "clear":
+        this.session.clear();
+        say("(conversation cleared)\n");
+        return true;
+      case "system":
+        this.session.setSystem(input.text === "" ? undefined : input.text);
+        say(input.text === "" ? "(system message removed)\n" : "(system message set)\n");
+        return true;
+      case "help":
+        say(HELP);
+        return true;
+      case "unknown":
+        say(`(unknown command /${input.name}: /help lists them)\n`);
+        return true;
+    }
+    if (input.text.trim() === "") return true;
+    this.#abort = new AbortController();
+    let turn: ChatTurn;
+    let ended = true;
+    try {
+      turn = await this.session.send(input.text, {
+        maxTokens: this.args.nPredict,
+        signal: this.#abort.signal,
+        onText: (piece) => {
+          writeStdout(piece);
+          ended = piece.endsWith("\n");
+        },
+      });
+    } catch (error) {
+      // The message does not fit, or the template refuses the conversation: say so, keep going.
+      if (error instanceof RangeError || error instanceof ChatTemplateError) {
+        writeStderr(`dotllm: ${oneLine(error.message)} (the message was not sent)\n`);
+        return true;
+      }
+      throw error;
+    } finally {
+      this.#abort = undefined;
+    }
+    if (!ended || turn.text === "") writeStdout("\n");
+    if (turn.finishReason === "interrupted" && this.terminal) writeStdout("(interrupted)\n");
+    if (!this.terminal) writeStdout("\n");
+    if (turn.droppedMessages > 0) {
+      writeStderr(
+        `dotllm: the context of ${this.session.contextSize} tokens is full: dropped the ` +
+          `${turn.droppedMessages} oldest message${turn.droppedMessages === 1 ? "" : "s"}` +
+          (this.session.messages[0]?.role === "system" ? " (the system message is kept)" : "") +
+          "\n",
+      );
+    }
+    if (turn.finishReason === "context") {
+      writeStderr("dotllm: the reply filled the context; older turns go next turn\n");
+    }
+    if (!this.args.quiet) writeStderr(turnNote(turn));
+    return true;
+  }
+}
+
+/** Terminal mode: readline with history; Ctrl-C interrupts a reply, Ctrl-D exits. */
+function runTerminal(loop: ChatLoop): Promise<void> {
+  const rl: Interface = createInterface({
+    input: process.stdin,
+    output: process.stdout,
+    terminal: true,
+    historySize: 1000,
+    prompt: "> ",
+  });
+  return new Promise<void>((resolve, reject) => {
+    const queue: string[] = [];
+    let pending = "";
+    let working = false;
+    let closed = false;
+    const finish = () => {
+      if (closed) return;
+      closed = true;
+      rl.close();
+      resolve();
+    };
+    const next = async () => {
+      if (working) return;
+      working = true;
+      try {
+        while (queue.length > 0) {
+          if (!(await loop.handle(queue.shift()!))) return finish();
+        }
+      } catch (error) {
+        closed = true;
+        rl.close();
+        return reject(error);
+      } finally {
+        working = false;
+      }
+      if (!closed) rl.prompt();
+    };
+    rl.on("line", (line: string) => {
+      if (loop.replying) return; // typed during a reply: dropped, as llama-cli does
+      if (line.endsWith("\\")) {
+        pending += line.slice(0, -1) + "\n";
+        rl.setPrompt("... ");
+        rl.prompt();
+        return;
+      }
+      queue.push(pending + line);
+      pending = "";
+      rl.setPrompt("> ");
+      void next();
+    });
+    rl.on("SIGINT", () => {
+      if (loop.interrupt()) return;
+      // At the prompt: drop the line being typed, like a shell.
+      pending = "";
+      writeStdout("^C (Ctrl-D or /exit to quit)\n");
+      rl.setPrompt("> ");
+      rl.write(null, { ctrl: true, name: "u" });
+      rl.prompt();
+    });
+    rl.on("close", () => {
+      if (closed) return;
+      closed = true;
+      loop.interrupt();
+      writeStdout("\n");
+      resolve();
+    });
+    writeStdout("dotllm chat: /help for commands, Ctrl-D to quit\n");
+    rl.prompt();
+  });
+}
+
+/** Pipe mode: each line is one user turn. */
+async function runLines(loop: ChatLoop): Promise<number> {
+  const onInterrupt = () => {
+    if (!loop.interrupt()) process.exit(130);
+  };
+  process.on("SIGINT", onInterrupt);
+  try {
+    const rl = createInterface({ input: process.stdin, terminal: false });
+    for await (const line of rl) {
+      if (!(await loop.handle(line))) break;
+    }
+    return 0;
+  } finally {
+    process.off("SIGINT", onInterrupt);
+  }
+}
+
+async function chat(values: OptionValues, positionals: string[]): Promise<number> {
+  const args = parseChatArgs(values, positionals);
+  const model = loadModel(args);
+  try {
+    warmUp(model.gguf.bytes, args.model);
+    let tokenizer: Tokenizer;
+    try {
+      tokenizer = Tokenizer.fromGguf(model.gguf);
+    } catch (error) {
+      throw new Error(`"${args.model}": ${error instanceof Error ? error.message : error}`);
+    }
+    const template = cliChatTemplate(model.gguf, tokenizer, args.template, args.model);
+    // A template that cannot render a first turn is an error now, not at the first message.
+    try {
+      const probe = [{ role: "user", content: "Hello" }];
+      template.render(
+        args.system === undefined ? probe : [{ role: "system", content: args.system }, ...probe],
+      );
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      throw new Error(oneLine(`"${args.template ?? args.model}": ${message}`));
+    }
+    if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
+    const session = new ChatSession(model, tokenizer, template, {
+      system: args.system,
+      sampling: args.sampling,
+      seed: args.seed,
+    });
+    const terminal = isatty(0) && isatty(1);
+    const loop = new ChatLoop(session, args, terminal);
+    try {
+      if (terminal) {
+        await runTerminal(loop);
+        return 0;
+      }
+      return await runLines(loop);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      throw new Error(oneLine(message));
+    }
+  } finally {
+    model.close();
+  }
+}
+
+/** The `chat` command. */
+export const chatCommand: Command = {
+  name: "chat",
+  summary: "chat with an instruct GGUF model through its chat template",
+  usage,
+  aliases: { "-sys": "--system" },
+  options: {
+    system: { type: "string" },
+    "chat-template": { type: "string" },
+    "n-predict": { type: "string", short: "n" },
+    threads: { type: "string", short: "t" },
+    temp: { type: "string" },
+    "top-k": { type: "string" },
+    "top-p": { type: "string" },
+    "min-p": { type: "string" },
+    "repeat-penalty": { type: "string" },
+    "repeat-last-n": { type: "string" },
+    "presence-penalty": { type: "string" },
+    "frequency-penalty": { type: "string" },
+    seed: { type: "string", short: "s" },
+    "ctx-size": { type: "string", short: "c" },
+    "batch-size": { type: "string", short: "b" },
+    "cache-type": { type: "string" },
+    quiet: { type: "boolean", short: "q" },
+  },
+  run: chat,
+};

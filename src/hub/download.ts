@@ -1,0 +1,208 @@
+/**
+ * Downloads one blob into `blobs/<etag>.incomplete`, resuming with a `Range`
+ * request from whatever a killed or failed earlier run left there, hashing
+ * as the bytes arrive, and renames it to `blobs/<etag>` only when the size
+ * and the hash (sha256 for an LFS etag, git's blob sha1 for a git oid) match.
+ * A mismatch deletes the partial file, so nothing wrong is ever kept.
+ *
+ * @module
+ */
+import * as fs from "node:fs";
+import { HubError } from "./errors.ts";
+import type { ProgressSink } from "./progress.ts";
+import { openSink, type Sink } from "./_sink.ts";
+
+/** Abort when no byte arrives for this long (a reason: a stalled server must not hang a pull). */
+const IDLE_TIMEOUT_MS = 60_000;
+/** How often the stall is checked for. */
+const IDLE_CHECK_MS = 1_000;
+
+/** What to download and how to check it. */
+export interface BlobDownload {
+  url: string;
+  /** The blob id the bytes must hash to: 64 hex = sha256, 40 hex = git blob sha1. */
+  etag: string;
+  size_bytes: number;
+  /** Final path; `<path>.incomplete` holds the bytes meanwhile. */
+  blob_path: string;
+  token?: string;
+  /** For messages. */
+  label: string;
+  /** Called with the bytes already on disk before the request, so it can draw from there. */
+  progress: (start_bytes: number) => ProgressSink;
+}
+
+/** How a download went. */
+export interface DownloadResult {
+  /** Bytes received over the network in this run. */
+  transferred_bytes: number;
+  /** Bytes reused from an earlier, interrupted run. */
+  resumed_bytes: number;
+}
+
+/** Bytes asked for per read of a byte stream (a reason: a quarter of the reads and the CPU of 64 KiB chunks). */
+const READ_BYTES = 1 << 20;
+
+/**
+ * A function returning the body's next bytes (`undefined` at the end): a BYOB
+ * reader into one reused 1 MiB buffer where the body is a byte stream (Deno's
+ * fetch), else the default reader. The bytes are valid until the next call.
+ */
+function chunkReader(body: ReadableStream<Uint8Array>): () => Promise<Uint8Array | undefined> {
+  let byob: ReadableStreamBYOBReader | undefined;
+  try {
+    byob = body.getReader({ mode: "byob" });
+  } catch {
+    byob = undefined;
+  }
+  if (byob === undefined) {
+    const reader = body.getReader();
+    return async () => {
+      const { done, value } = await reader.read();
+      return done ? undefined : value;
+    };
+  }
+  const reader = byob;
+  let buffer: ArrayBuffer = new ArrayBuffer(READ_BYTES);
+  return async () => {
+    const { done, value } = await reader.read(new Uint8Array(buffer));
+    if (done || value === undefined) return undefined;
+    buffer = value.buffer as ArrayBuffer;
+    return value;
+  };
+}
+
+/** Downloads `job.url` to `job.blob_path` (see the module doc). */
+export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
+  const incomplete = job.blob_path + ".incomplete";
+  let have = 0;
+  try {
+    have = fs.statSync(incomplete).size;
+  } catch {
+    have = 0;
+  }
+  if (have > job.size_bytes) {
+    fs.rmSync(incomplete, { force: true });
+    have = 0;
+  }
+  const controller = new AbortController();
+  // One timer checks for a stall, rather than a timer re-armed per chunk.
+  let lastData = Date.now();
+  const touch = () => (lastData = Date.now());
+  const idle = setInterval(() => {
+    if (Date.now() - lastData > IDLE_TIMEOUT_MS) controller.abort();
+  }, IDLE_CHECK_MS);
+  const requestHeaders: Record<string, string> = { "accept-encoding": "identity" };
+  if (job.token) requestHeaders.authorization = `Bearer ${job.token}`;
+  if (have > 0) requestHeaders.range = `bytes=${have}-`;
+  let response: Response | undefined;
+  if (have < job.size_bytes || job.size_bytes === 0) {
+    touch();
+    try {
+      response = await fetch(job.url, { headers: requestHeaders, signal: controller.signal });
+    } catch (error) {
+      clearInterval(idle);
+      const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
+      throw new HubError(
+        `${job.label}: download failed (${reason}); run the pull again to resume`,
+        0,
+        true,
+      );
+    }
+    if (response.status === 416 && have === job.size_bytes) {
+      await response.body?.cancel();
+      response = undefined;
+    } else if (response.status === 200) {
+      have = 0; // the server ignored the range: start over
+    } else if (response.status === 206) {
+      const range = /^bytes (\d+)-/.exec(response.headers.get("content-range") ?? "");
+      if (!range || Number(range[1]) !== have) {
+        await response.body?.cancel();
+        clearInterval(idle);
+        throw new HubError(`${job.label}: the server resumed at the wrong offset`);
+      }
+    } else {
+      await response.body?.cancel();
+      clearInterval(idle);
+      throw new HubError(
+        `${job.label}: the download answered ${response.status} ${response.statusText}`.trimEnd(),
+        response.status,
+      );
+    }
+  }
+  let sink: Sink;
+  try {
+    sink = openSink({
+      path: incomplete,
+      prefix_bytes: have,
+      etag: job.etag,
+      size_bytes: job.size_bytes,
+    });
+  } catch (error) {
+    clearInterval(idle);
+    await response?.body?.cancel();
+    throw error;
+  }
+  let transferred = 0;
+  const resumed = have;
+  const progress = job.progress(have);
+  let ok = false;
+  let position = have;
+  try {
+    if (response?.body) {
+      const read = chunkReader(response.body);
+      try {
+        while (true) {
+          const value = await read();
+          if (value === undefined) break;
+          touch();
+          const length = value.length;
+          if (position + length > job.size_bytes) {
+            throw new HubError(`${job.label}: the server sent more than ${job.size_bytes} bytes`);
+          }
+          sink.write(value);
+          position += length;
+          transferred += length;
+          progress.update(position);
+        }
+      } catch (error) {
+        if (error instanceof HubError) throw error;
+        const reason = controller.signal.aborted
+          ? `no data for ${IDLE_TIMEOUT_MS / 1000} s`
+          : error instanceof Error
+          ? error.message.split("\n")[0]
+          : String(error);
+        throw new HubError(
+          `${job.label}: download interrupted after ${position} of ${job.size_bytes} bytes ` +
+            `(${reason}); run the pull again to resume`,
+          0,
+          true,
+        );
+      }
+    }
+    if (position !== job.size_bytes) {
+      throw new HubError(
+        `${job.label}: the connection closed after ${position} of ${job.size_bytes} bytes; ` +
+          "run the pull again to resume",
+        0,
+        true,
+      );
+    }
+    const digest = sink.finish();
+    ok = true;
+    if (digest !== job.etag) {
+      fs.rmSync(incomplete, { force: true });
+      ok = false;
+      throw new HubError(
+        `${job.label}: checksum mismatch (expected ${job.etag}, got ${digest}): ` +
+          "the download was corrupted and has been deleted",
+      );
+    }
+  } finally {
+    clearInterval(idle);
+    progress.finish(ok);
+    if (!ok) sink.abort();
+  }
+  fs.renameSync(incomplete, job.blob_path);
+  return { transferred_bytes: transferred, resumed_bytes: resumed };
+}
