@@ -67,11 +67,11 @@ const CASES: {
   { shape: "smollm-135m", type: "f32", golden: "smollm-135m-f32.greedy.json", tolerance: 2e-3 },
   // Measured 1.2e-3.
   { shape: "smollm-135m", type: "f16", golden: "smollm-135m-f16.greedy.json", tolerance: 5e-3 },
-  // Measured 1.9e-2, as large as llama.cpp's own change between Q8_0 and F32 activations with the
+  // Measured 1.9e-2 (2.2e-2 with main's kernels of 17:00), as large as llama.cpp's own change between Q8_0 and F32 activations with the
   // same (dequantized) weights, 2.2e-2: quantizing activations turns 1e-7 float-order noise into
   // whole quantization steps now and then (one matmul matches ggml within 4e-7; the dequantized
   // F32 model within 2.6e-4; see tests/golden/README.md). The greedy ids all match.
-  { shape: "smollm-135m", type: "q8_0", golden: "smollm-135m-q8_0.greedy.json", tolerance: 0.025 },
+  { shape: "smollm-135m", type: "q8_0", golden: "smollm-135m-q8_0.greedy.json", tolerance: 0.03 },
   {
     shape: "llama-3.2-1b",
     type: "q8_0",
@@ -128,7 +128,7 @@ const CASES: {
     shape: "qwen2.5-0.5b",
     type: "q8_0",
     golden: "qwen2.5-0.5b-q8_0.greedy.json",
-    tolerance: 0.06, // measured 3.9e-2; Q8_0 on random weights: see the SmolLM and 1B cases
+    tolerance: 0.06, // measured 3.9e-2, then 4.3e-2 with main's kernels; Q8_0 on random weights: see the SmolLM and 1B cases
     threads: [2],
   },
 ];
