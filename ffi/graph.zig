@@ -23,6 +23,7 @@ const pool_zig = @import("pool.zig");
 const types = @import("types.zig");
 const kernels = @import("kernels.zig");
 const attention = @import("attention.zig");
+const arch_ops = @import("arch_ops.zig");
 
 const Pool = pool_zig.Pool;
 const Status = pool_zig.Status;
@@ -56,6 +57,12 @@ pub const StoreKv = extern struct { cache: u64, src: u64, positions: u64, slots:
 pub const Attention = extern struct { out: u64, q: u64, k: u64, v: u64, positions: u64, slots: u64, tokens: u64, heads: u64, kv_heads: u64, head_dim: u64, slot_rows: u64, slot_count: u64, window: u64, scale: f64 };
 pub const Swiglu = extern struct { out: u64, gate: u64, up: u64, n: u64 };
 pub const Add = extern struct { out: u64, a: u64, b: u64, n: u64 };
+/// out = gelu_tanh(gate) · up (Gemma's GeGLU, ggml's F16-table GELU).
+pub const Geglu = extern struct { out: u64, gate: u64, up: u64, n: u64 };
+/// out[r][i] = x[r][i] + bias[i], rows × n (Q/K/V biases).
+pub const AddRows = extern struct { out: u64, x: u64, bias: u64, rows: u64, n: u64 };
+/// out = x · s (Gemma's embedding scale).
+pub const Scale = extern struct { out: u64, x: u64, n: u64, s: f64 };
 pub const GetRows = extern struct { out: u64, table: u64, ids: u64, count: u64, row_length: u64, row_count: u64 };
 
 /// Op codes and their argument structs.
@@ -68,6 +75,9 @@ pub const OpCode = enum(u32) {
     swiglu = 6,
     add = 7,
     get_rows = 8,
+    geglu = 9,
+    add_rows = 10,
+    scale = 11,
 
     fn Args(comptime code: OpCode) type {
         return switch (code) {
@@ -79,6 +89,9 @@ pub const OpCode = enum(u32) {
             .swiglu => Swiglu,
             .add => Add,
             .get_rows => GetRows,
+            .geglu => Geglu,
+            .add_rows => AddRows,
+            .scale => Scale,
         };
     }
 };
@@ -236,6 +249,27 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
             try address(f32, a.a);
             try address(f32, a.b);
         },
+        .geglu => {
+            const a = op.as(.geglu);
+            _ = try count(a.n, 1, elements_max);
+            try address(f32, a.out);
+            try address(f32, a.gate);
+            try address(f32, a.up);
+        },
+        .add_rows => {
+            const a = op.as(.add_rows);
+            _ = try product(try count(a.rows, 1, dim_max), try count(a.n, 1, dim_max));
+            try address(f32, a.out);
+            try address(f32, a.x);
+            try address(f32, a.bias);
+        },
+        .scale => {
+            const a = op.as(.scale);
+            _ = try count(a.n, 1, elements_max);
+            try finite(a.s);
+            try address(f32, a.out);
+            try address(f32, a.x);
+        },
         .get_rows => {
             const a = op.as(.get_rows);
             const t = types.fromId(op.type) orelse return error.BadType;
@@ -349,6 +383,18 @@ fn runOp(pool: *Pool, op: *const Op, act: *ActState) Status {
         .add => {
             const a = op.as(.add);
             return kernels.add(pool, ptr([*]f32, a.out), ptr([*]const f32, a.a), ptr([*]const f32, a.b), n(a.n));
+        },
+        .geglu => {
+            const a = op.as(.geglu);
+            return arch_ops.geglu(pool, ptr([*]f32, a.out), ptr([*]const f32, a.gate), ptr([*]const f32, a.up), n(a.n));
+        },
+        .add_rows => {
+            const a = op.as(.add_rows);
+            return arch_ops.addRows(pool, ptr([*]f32, a.out), ptr([*]const f32, a.x), ptr([*]const f32, a.bias), n(a.rows), n(a.n));
+        },
+        .scale => {
+            const a = op.as(.scale);
+            return arch_ops.scale(pool, ptr([*]f32, a.out), ptr([*]const f32, a.x), @floatCast(a.s), n(a.n));
         },
         .get_rows => {
             const a = op.as(.get_rows);

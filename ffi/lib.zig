@@ -48,6 +48,7 @@ comptime {
 test {
     std.testing.refAllDecls(@This());
     _ = @import("hot_path_test.zig");
+    _ = @import("arch_ops.zig");
     _ = @import("quant_act.zig");
     _ = @import("quant_legacy.zig");
     _ = @import("quant_k_test.zig");

@@ -134,3 +134,5 @@ export function ensureGemma(): string {
     rmSync(work, { recursive: true, force: true });
   }
 }
+
+if (import.meta.main) console.log(ensureGemma());

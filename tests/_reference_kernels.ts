@@ -207,6 +207,38 @@ export class ReferenceKernels implements ModelKernels {
     for (let i = 0; i < n; i++) o[i] = (g[i] / (1 + Math.exp(-g[i]))) * u[i];
   }
 
+  /**
+   * GELU (tanh) of `gate` times `up`, as ggml's CPU kernel computes it: the
+   * input rounded to F16, GELU of that in F32, rounded to F16 (its lookup
+   * table), 0 below -10 and the identity above 10.
+   */
+  geglu(out: number, gate: number, up: number, n: number) {
+    const o = this.#f32(out, n), g = this.#f32(gate, n), u = this.#f32(up, n);
+    const f = Math.fround;
+    for (let i = 0; i < n; i++) {
+      const x = g[i];
+      let y: number;
+      if (x <= -10) y = 0;
+      else if (x >= 10) y = x;
+      else {
+        const h = Math.f16round(x);
+        const inner = f(f(f(0.7978845608028654) * h) * f(1 + f(f(f(0.044715) * h) * h)));
+        y = Math.f16round(f(f(0.5 * h) * f(1 + Math.tanh(inner))));
+      }
+      o[i] = y * u[i];
+    }
+  }
+
+  addRows(out: number, x: number, bias: number, rows: number, n: number) {
+    const o = this.#f32(out, rows * n), a = this.#f32(x, rows * n), b = this.#f32(bias, n);
+    for (let r = 0; r < rows; r++) for (let i = 0; i < n; i++) o[r * n + i] = a[r * n + i] + b[i];
+  }
+
+  scale(out: number, x: number, s: number, n: number) {
+    const o = this.#f32(out, n), a = this.#f32(x, n);
+    for (let i = 0; i < n; i++) o[i] = a[i] * s;
+  }
+
   add(out: number, a: number, b: number, n: number) {
     const o = this.#f32(out, n), x = this.#f32(a, n), y = this.#f32(b, n);
     for (let i = 0; i < n; i++) o[i] = x[i] + y[i];

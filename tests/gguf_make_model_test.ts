@@ -140,6 +140,7 @@ Deno.test("the big shapes have the published parameter counts (not generated her
       .reduce((n, t) => n + t.dims.reduce((a, b) => a * b, 1), 0);
   assert.equal(params("smollm-135m"), 134_515_008); // SmolLM2-135M
   assert.equal(params("llama-3.2-1b"), 1_235_814_400); // Llama-3.2-1B
+  assert.equal(params("qwen2.5-0.5b"), 494_032_768); // Qwen2.5-0.5B (with its Q/K/V biases)
   const llama = modelTensors(MODEL_SHAPES["llama-3.2-1b"], "q8_0");
   assert.deepEqual(llama.find((t) => t.name === "blk.15.attn_k.weight")!.dims, [2048, 512]);
   assert.deepEqual(llama.find((t) => t.name === "rope_freqs.weight")!.dims, [32]);

@@ -37,6 +37,10 @@ Deno.test("dotllm_graph_run refuses malformed ops with error codes and runs noth
     ["Q8_0 row not a whole block", op(1, 8, [x, x, x, 1n, 33n, 1n]), -3],
     ["null output", op(1, 0, [0n, x, x, 1n, 1n, 1n]), -4],
     ["KV cache of type Q8_0", op(4, 8, [x, x, x, x, 1n, 8n, 4n, 1n]), -2],
+    ["geglu of 2^62 elements", op(9, 0, [x, x, x, huge]), -3],
+    ["add_rows rows × n overflow", op(10, 0, [x, x, x, 1n << 31n, 1n << 31n]), -3],
+    ["add_rows null bias", op(10, 0, [x, x, 0n, 1n, 16n]), -4],
+    ["scale by NaN", op(11, 0, [x, x, 16n, 0x7ff8000000000000n]), -3],
   ];
   try {
     for (const [what, bad, code] of cases) {

@@ -34,28 +34,48 @@ function asArchitecture(gguf: Gguf, arch: string, extra: [string, GgufValue][] =
   return { ...gguf, metadata };
 }
 
-Deno.test("architecture table: llama and mistral; others refused with the supported list", () => {
-  assert.deepEqual(SUPPORTED_ARCHITECTURES, ["llama", "mistral"]);
+const SUPPORTED = "llama, mistral, qwen2, qwen3, gemma3, phi3";
+
+Deno.test("architecture table: its entries; others refused with the supported list", () => {
+  assert.deepEqual(SUPPORTED_ARCHITECTURES, SUPPORTED.split(", "));
+  const shape = {
+    embeddingLength: 64,
+    headDim: 16,
+    headCount: 4,
+    blockCount: 2,
+    slidingWindow: 0,
+    slidingWindowPattern: 0,
+    ropeFreqBase: 10000,
+    ropeFreqBaseSwa: 10000,
+  };
   for (const arch of ARCHITECTURES.values()) {
-    assert.equal(arch.rope, "normal");
-    assert.equal(arch.activation, "silu");
-    assert.equal(
-      arch.attentionScale({ embeddingLength: 64, headDim: 16, blockCount: 2, slidingWindow: 0 }),
-      0.25,
-    );
+    assert.equal(arch.rope, arch.name === "llama" || arch.name === "mistral" ? "normal" : "neox");
+    assert.equal(arch.activation, arch.name === "gemma3" ? "gelu_tanh" : "silu");
+    assert.equal(arch.attentionScale(shape), 0.25);
   }
+  // Gemma 3: window on five layers of six (llama.cpp's default pattern), their own rope base.
+  const gemma = architectureOf("gemma3");
+  const g = { ...shape, blockCount: 12, slidingWindow: 512, ropeFreqBase: 1e6 };
+  assert.deepEqual(
+    Array.from({ length: 12 }, (_, l) => gemma.layerWindow(g, l)),
+    [512, 512, 512, 512, 512, 0, 512, 512, 512, 512, 512, 0],
+  );
+  assert.equal(gemma.layerRopeBase(g, 0), 10000);
+  assert.equal(gemma.layerRopeBase(g, 5), 1e6);
+  assert.equal(gemma.embeddingScale(g), 8);
+  assert.equal(gemma.layerWindow({ ...g, slidingWindow: 0 }, 0), 0);
   assert.throws(
-    () => architectureOf("qwen2"),
+    () => architectureOf("falcon"),
     (e: Error) =>
       e instanceof ModelError &&
-      e.message === 'unsupported architecture "qwen2" (supported: llama, mistral)',
+      e.message === `unsupported architecture "falcon" (supported: ${SUPPORTED})`,
   );
   assert.equal(tensorName("wq", 7), "blk.7.attn_q.weight");
   const s = syntheticModel(native, { type: GgmlType.F32 });
   try {
     assert.throws(
-      () => new Model(native, asArchitecture(s.gguf, "gemma3"), s.base),
-      /unsupported architecture "gemma3" \(supported: llama, mistral\)/,
+      () => new Model(native, asArchitecture(s.gguf, "falcon"), s.base),
+      /unsupported architecture "falcon" \(supported: llama, mistral, qwen2, qwen3, gemma3, phi3\)/,
     );
     const missing = asArchitecture(s.gguf, "mistral");
     (missing.metadata as Map<string, GgufValue>).delete("mistral.block_count");

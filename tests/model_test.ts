@@ -33,6 +33,10 @@ Deno.test("config: stories260K's llama.* keys", () => {
     rmsEpsilon: Math.fround(1e-5),
     vocabSize: 512,
     slidingWindow: 0,
+    slidingWindowPattern: 0,
+    ropeFreqBaseSwa: 10000,
+    ropeOriginalContextLength: 2048,
+    ropeAttnFactor: 1,
   });
 });
 

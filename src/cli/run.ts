@@ -13,7 +13,7 @@ import { GgufError } from "../gguf/reader.ts";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
 import type { GenerationResult } from "../generation/mod.ts";
 import { Llm } from "../llm/mod.ts";
-import { type CacheType, type LlamaModel, ModelError } from "../model/mod.ts";
+import { type CacheType, describeArchitecture, type LlamaModel, ModelError } from "../model/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampler/mod.ts";
 import { TokenizerError } from "../tokenizer/vocab.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
@@ -233,6 +233,7 @@ function summaryText({ model, args, result, loadMs, totalMs }: Summary): string 
     `model: ${c.architecture} "${c.name}", ${c.blockCount} layers, embedding ${c.embeddingLength}, ` +
     `vocab ${c.vocabSize}, ${model.weights.typeName}, ${model.threadCount} threads, ` +
     `context ${model.contextSize}\n` +
+    `arch: ${describeArchitecture(model.model.architecture, c, c.headCountKv)}\n` +
     samplingLine(args) +
     `${"".padEnd(12)}${"time".padStart(12)}${"tokens".padStart(8)}${"ms/token".padStart(10)}` +
     `${"tok/s".padStart(10)}\n` +

@@ -186,8 +186,11 @@ export async function generate(
 
   // Prefill past the common prefix, one batch per call, so an interrupt is seen between batches.
   const batch = batchOf(context);
-  const reused = Math.min(cache.commonPrefix(slot, prompt), prompt.length - 1);
-  cache.truncate(slot, reused);
+  // A sliding-window layer's ring may no longer hold that prefix: truncate says what it kept.
+  const reused = cache.truncate(
+    slot,
+    Math.min(cache.commonPrefix(slot, prompt), prompt.length - 1),
+  );
   timings.reusedTokens = reused;
   let t0 = performance.now();
   let lastYield = t0;

@@ -51,6 +51,9 @@ const OPS = {
   swiglu: ["out", "gate", "up", "n"],
   add: ["out", "a", "b", "n"],
   get_rows: ["out", "table", "ids", "count", "row_length", "row_count"],
+  geglu: ["out", "gate", "up", "n"],
+  add_rows: ["out", "x", "bias", "rows", "n"],
+  scale: ["out", "x", "n", "s:f64"],
 } as const;
 
 /** An op's name. */
@@ -269,6 +272,31 @@ export class GraphRecorder {
     this.#u(at, F.swiglu.gate, gate);
     this.#u(at, F.swiglu.up, up);
     this.#u(at, F.swiglu.n, n);
+  }
+
+  geglu(out: number, gate: number, up: number, n: number): void {
+    const at = this.#begin("geglu", 0);
+    this.#u(at, F.geglu.out, out);
+    this.#u(at, F.geglu.gate, gate);
+    this.#u(at, F.geglu.up, up);
+    this.#u(at, F.geglu.n, n);
+  }
+
+  addRows(out: number, x: number, bias: number, rows: number, n: number): void {
+    const at = this.#begin("add_rows", 0);
+    this.#u(at, F.add_rows.out, out);
+    this.#u(at, F.add_rows.x, x);
+    this.#u(at, F.add_rows.bias, bias);
+    this.#u(at, F.add_rows.rows, rows);
+    this.#u(at, F.add_rows.n, n);
+  }
+
+  scale(out: number, x: number, n: number, s: number): void {
+    const at = this.#begin("scale", 0);
+    this.#u(at, F.scale.out, out);
+    this.#u(at, F.scale.x, x);
+    this.#u(at, F.scale.n, n);
+    this.#f(at, F.scale.s, s);
   }
 
   add(out: number, a: number, b: number, n: number): void {

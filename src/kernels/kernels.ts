@@ -353,6 +353,37 @@ export class Kernels {
     this.#done();
   }
 
+  /** `out[i] = gelu_tanh(gate[i]) · up[i]` for n elements (ggml's F16-table GELU). */
+  geglu(out: number, gate: number, up: number, n: number): void {
+    checkAddress("out", out);
+    checkAddress("gate", gate);
+    checkAddress("up", up);
+    checkCount("n", n);
+    this.#to.geglu(out, gate, up, n);
+    this.#done();
+  }
+
+  /** `out[r][i] = x[r][i] + bias[i]` for `rows` rows of `n` (out may alias x). */
+  addRows(out: number, x: number, bias: number, rows: number, n: number): void {
+    checkAddress("out", out);
+    checkAddress("x", x);
+    checkAddress("bias", bias);
+    checkCount("rows", rows);
+    checkCount("n", n);
+    this.#to.addRows(out, x, bias, rows, n);
+    this.#done();
+  }
+
+  /** `out[i] = x[i] · s` for n elements (out may alias x). */
+  scale(out: number, x: number, s: number, n: number): void {
+    checkAddress("out", out);
+    checkAddress("x", x);
+    checkCount("n", n);
+    if (!Number.isFinite(s)) throw new RangeError(`scale must be finite, got ${s}`);
+    this.#to.scale(out, x, n, s);
+    this.#done();
+  }
+
   /** `out[i] = a[i] + b[i]` for n elements (out may alias a). */
   add(out: number, a: number, b: number, n: number): void {
     checkAddress("out", out);

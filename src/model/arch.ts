@@ -34,6 +34,8 @@ export const TENSOR_NAMES = {
   outputNorm: "output_norm.weight",
   output: "output.weight",
   ropeFreqs: "rope_freqs.weight",
+  ropeFactorsLong: "rope_factors_long.weight",
+  ropeFactorsShort: "rope_factors_short.weight",
   attnNorm: "blk.%d.attn_norm.weight",
   wq: "blk.%d.attn_q.weight",
   wk: "blk.%d.attn_k.weight",
@@ -68,6 +70,14 @@ export interface ArchitectureShape {
   readonly blockCount: number;
   /** `<prefix>.attention.sliding_window`, 0 when absent. */
   readonly slidingWindow: number;
+  /** `<prefix>.attention.sliding_window_pattern`, 0 when absent (the entry's default applies). */
+  readonly slidingWindowPattern: number;
+  /** `<prefix>.rope.freq_base`. */
+  readonly ropeFreqBase: number;
+  /** `<prefix>.rope.freq_base_swa` (llama.cpp's default 10000 when absent). */
+  readonly ropeFreqBaseSwa: number;
+  /** `<prefix>.attention.head_count`. */
+  readonly headCount: number;
 }
 
 /** One architecture: everything the loader and the forward pass need to know about it. */
@@ -96,6 +106,8 @@ export interface Architecture {
   embeddingScale(shape: ArchitectureShape): number;
   /** Layer `layer`'s attention window in positions; 0 = the whole context. */
   layerWindow(shape: ArchitectureShape, layer: number): number;
+  /** Layer `layer`'s RoPE frequency base (Gemma 3: its own on sliding-window layers). */
+  layerRopeBase(shape: ArchitectureShape, layer: number): number;
 }
 
 const llamaLike = {
@@ -110,7 +122,19 @@ const llamaLike = {
   attentionScale: (s: ArchitectureShape) => 1 / Math.sqrt(s.headDim),
   embeddingScale: () => 1,
   layerWindow: () => 0,
+  layerRopeBase: (s: ArchitectureShape) => s.ropeFreqBase,
 } as const satisfies Omit<Architecture, "name" | "keyPrefix">;
+
+/**
+ * Gemma 3's sliding-window layers, as llama.cpp's `set_swa_pattern(n)`:
+ * with a window, layer `l` slides when `l % n < n - 1` (five of every six
+ * for the default n = 6; n = 0 makes every layer slide).
+ */
+function gemma3Sliding(s: ArchitectureShape, layer: number): boolean {
+  if (s.slidingWindow <= 0) return false;
+  const n = s.slidingWindowPattern > 0 ? s.slidingWindowPattern : 6;
+  return layer % n < n - 1;
+}
 
 /** Every architecture this package runs, by `general.architecture`. */
 export const ARCHITECTURES: ReadonlyMap<string, Architecture> = new Map<string, Architecture>([
@@ -122,6 +146,41 @@ export const ARCHITECTURES: ReadonlyMap<string, Architecture> = new Map<string, 
     keyPrefix: "mistral",
     ...llamaLike,
     layerWindow: (s: ArchitectureShape) => s.slidingWindow,
+  }],
+  // Qwen 2 / 2.5 (llama.cpp's qwen2.cpp): Q/K/V biases, NeoX rope.
+  ["qwen2", { name: "qwen2", keyPrefix: "qwen2", ...llamaLike, qkvBias: "optional", rope: "neox" }],
+  // Qwen 3 (qwen3.cpp): per-head RMSNorm of Q and K before rope, NeoX rope, no biases.
+  ["qwen3", { name: "qwen3", keyPrefix: "qwen3", ...llamaLike, qkNorm: "required", rope: "neox" }],
+  // Gemma 3 (gemma3.cpp): embeddings × √embd; Q/K norms; post-attention and post-FFN norms;
+  // GELU-tanh gated FFN; Q scaled by 1/√key_length (1/√(embd/heads) for the 62-layer 27B);
+  // sliding window on five layers of six with rope.freq_base_swa, full attention with
+  // rope.freq_base on the sixth. Norm weights multiply as stored (the GGUF holds 1 + w).
+  ["gemma3", {
+    name: "gemma3",
+    keyPrefix: "gemma3",
+    ...llamaLike,
+    qkNorm: "required",
+    postAttentionNorm: "required",
+    postFfnNorm: "required",
+    rope: "neox",
+    activation: "gelu_tanh",
+    attentionScale: (s: ArchitectureShape) =>
+      1 / Math.sqrt(s.blockCount === 62 ? s.embeddingLength / s.headCount : s.headDim),
+    embeddingScale: (s: ArchitectureShape) => Math.sqrt(s.embeddingLength),
+    layerWindow: (s: ArchitectureShape, l: number) => gemma3Sliding(s, l) ? s.slidingWindow : 0,
+    layerRopeBase: (s: ArchitectureShape, l: number) =>
+      gemma3Sliding(s, l) ? s.ropeFreqBaseSwa : s.ropeFreqBase,
+  }],
+  // Phi-3 / 3.5 / 4-mini (phi3.cpp): fused QKV and gate+up, NeoX rope, LongRoPE factors when
+  // present. llama.cpp disables its sliding window ("Phi SWA is currently disabled"), so
+  // `phi3.attention.sliding_window` is read but not applied, as there.
+  ["phi3", {
+    name: "phi3",
+    keyPrefix: "phi3",
+    ...llamaLike,
+    fusedQkv: true,
+    fusedGateUp: true,
+    rope: "neox",
   }],
 ]);
 
@@ -137,4 +196,53 @@ export function architectureOf(name: string): Architecture {
     );
   }
   return arch;
+}
+
+/**
+ * One line naming what distinguishes a model of `arch` (for `dotllm run`'s
+ * summary): head layout, RoPE style and base, windows, activation and the
+ * optional steps it runs.
+ *
+ * @example
+ * ```ts
+ * import { architectureOf, describeArchitecture } from "./arch.ts";
+ * const shape = {
+ *   embeddingLength: 640, headDim: 256, headCount: 4, blockCount: 18, slidingWindow: 512,
+ *   slidingWindowPattern: 0, ropeFreqBase: 1e6, ropeFreqBaseSwa: 10000,
+ * };
+ * console.log(describeArchitecture(architectureOf("gemma3"), shape, 1));
+ * // gemma3: 4 heads / 1 KV × 256, NeoX rope 1000000, sliding window 512 on 15 of 18 layers
+ * // (rope 10000), GELU-tanh, Q/K norms, post norms, embeddings ×25.3
+ * ```
+ */
+export function describeArchitecture(
+  arch: Architecture,
+  shape: ArchitectureShape,
+  headCountKv: number,
+): string {
+  const parts = [
+    `${shape.headCount} heads / ${headCountKv} KV × ${shape.headDim}`,
+    `${arch.rope === "neox" ? "NeoX" : "normal"} rope ${shape.ropeFreqBase}`,
+  ];
+  const windowed = Array.from({ length: shape.blockCount }, (_, l) => l)
+    .filter((l) => arch.layerWindow(shape, l) > 0);
+  if (windowed.length > 0) {
+    const bases = new Set(windowed.map((l) => arch.layerRopeBase(shape, l)));
+    const base = bases.size === 1 && !bases.has(shape.ropeFreqBase)
+      ? ` (rope ${[...bases][0]})`
+      : "";
+    parts.push(
+      `sliding window ${arch.layerWindow(shape, windowed[0])} on ${windowed.length} of ` +
+        `${shape.blockCount} layers${base}`,
+    );
+  }
+  parts.push(arch.activation === "gelu_tanh" ? "GELU-tanh" : "SiLU");
+  if (arch.qkvBias !== "none") parts.push("Q/K/V biases");
+  if (arch.qkNorm !== "none") parts.push("Q/K norms");
+  if (arch.postAttentionNorm !== "none") parts.push("post norms");
+  if (arch.fusedQkv) parts.push("fused QKV");
+  if (arch.fusedGateUp) parts.push("fused gate+up");
+  const e = arch.embeddingScale(shape);
+  if (e !== 1) parts.push(`embeddings ×${e.toFixed(1)}`);
+  return `${arch.name}: ${parts.join(", ")}`;
 }

@@ -43,6 +43,17 @@ export interface ModelConfig {
   readonly vocabSize: number;
   /** `<prefix>.attention.sliding_window`, 0 when absent (the table decides which layers use it). */
   readonly slidingWindow: number;
+  /** `<prefix>.attention.sliding_window_pattern`, 0 when absent (the table's default applies). */
+  readonly slidingWindowPattern: number;
+  /** `<prefix>.rope.freq_base_swa`: the RoPE base of sliding-window layers (default 10000, as llama.cpp). */
+  readonly ropeFreqBaseSwa: number;
+  /**
+   * `<prefix>.rope.scaling.original_context_length` (default the training context): past it
+   * (per sequence), LongRoPE uses `rope_factors_long`, else `rope_factors_short`.
+   */
+  readonly ropeOriginalContextLength: number;
+  /** `<prefix>.rope.scaling.attn_factor` (default 1): multiplies RoPE's cos and sin (LongRoPE). */
+  readonly ropeAttnFactor: number;
 }
 
 /** The config of the Llama graph (the name before the architecture table). */
@@ -136,10 +147,17 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
   const scaling = gguf.metadata.get(`${a}.rope.scaling.type`);
   const scalingFactor = gguf.metadata.get(`${a}.rope.scaling.factor`);
   if (
-    scaling !== undefined && scaling !== "none" &&
+    scaling !== undefined && scaling !== "none" && scaling !== "longrope" &&
     !(typeof scalingFactor === "number" && scalingFactor === 1)
   ) {
     throw new ModelError(`unsupported RoPE scaling "${String(scaling)}" (${a}.rope.scaling.type)`);
+  }
+  // Gemma 2-style logit soft-capping (tanh) has no kernel: refuse it rather than ignore it.
+  const softcap = gguf.metadata.get(`${a}.final_logit_softcapping`);
+  if (softcap !== undefined && softcap !== 0) {
+    throw new ModelError(
+      `unsupported final logit soft-capping ${String(softcap)} (${a}.final_logit_softcapping)`,
+    );
   }
   const embd = gguf.tensorsByName.get("token_embd.weight");
   if (embd === undefined) throw new ModelError(`missing tensor "token_embd.weight"`);
@@ -150,10 +168,11 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
     );
   }
   const name = gguf.metadata.get("general.name");
+  const contextLength = integer(gguf, `${a}.context_length`, undefined, 1, L.contextLengthMax);
   return tagged({
     architecture,
     name: typeof name === "string" ? name : "",
-    contextLength: integer(gguf, `${a}.context_length`, undefined, 1, L.contextLengthMax),
+    contextLength,
     embeddingLength,
     blockCount: integer(gguf, `${a}.block_count`, undefined, 1, L.blockCountMax),
     feedForwardLength: integer(
@@ -171,6 +190,22 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
     rmsEpsilon: float(gguf, `${a}.attention.layer_norm_rms_epsilon`, undefined, 0),
     vocabSize,
     slidingWindow: integer(gguf, `${a}.attention.sliding_window`, 0, 0, L.contextLengthMax),
+    slidingWindowPattern: integer(
+      gguf,
+      `${a}.attention.sliding_window_pattern`,
+      0,
+      0,
+      L.blockCountMax,
+    ),
+    ropeFreqBaseSwa: float(gguf, `${a}.rope.freq_base_swa`, 10000, 0),
+    ropeOriginalContextLength: integer(
+      gguf,
+      `${a}.rope.scaling.original_context_length`,
+      contextLength,
+      1,
+      L.contextLengthMax,
+    ),
+    ropeAttnFactor: float(gguf, `${a}.rope.scaling.attn_factor`, 1, 0),
   });
 }
 

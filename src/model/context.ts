@@ -110,12 +110,6 @@ export class Context {
   constructor(model: Model, options: ContextOptions = {}) {
     if (model.closed) throw new Error("Context over a closed Model");
     const c = model.config;
-    const missing = missingOps(model);
-    if (missing !== undefined) {
-      throw new ModelError(
-        `architecture "${c.architecture}" needs kernel ops not built yet: ${missing}`,
-      );
-    }
     this.model = model;
     const native = model.native;
     this.#native = native;
@@ -153,6 +147,8 @@ export class Context {
       slots,
       slotRows: this.contextSize,
       cacheType,
+      windows: model.layerWindows,
+      batchSize: this.batchSize,
     });
     try {
       const f32 = (n: number) => this.#alloc(n * 4).address;
@@ -209,6 +205,13 @@ export class Context {
       const given = options.kernels ?? nativeKernels;
       this.#ownsKernels = typeof given === "function";
       this.kernels = typeof given === "function" ? given(native, threads) : given;
+      const missing = missingOps(model, this.kernels);
+      if (missing !== undefined) {
+        if (this.#ownsKernels) this.kernels.close();
+        throw new ModelError(
+          `architecture "${c.architecture}" needs kernel ops these kernels lack: ${missing}`,
+        );
+      }
       this.kernels.reserve?.(B, Math.max(E, Q, F));
     } catch (error) {
       for (const b of this.#buffers) b.free();

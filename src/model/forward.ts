@@ -23,14 +23,19 @@ export interface ForwardModel {
   readonly weights: ModelWeights;
   /** Each layer's attention window (0 = whole context). */
   readonly layerWindows: Int32Array;
+  /** Each layer's RoPE frequency base. */
+  readonly layerRopeBases: Float64Array;
 }
 
-/** The KV cache layout: per layer `[slots][slotRows][kvDim]` of `cacheType`. */
+/** The KV cache layout: per layer `[slots][rows(l)][kvDim]` of `cacheType`. */
 export interface ForwardCache {
   /** 0 = F32, 1 = F16. */
   readonly cacheTypeId: number;
+  /** Positions per slot (the context). */
   readonly slotRows: number;
   readonly slotCount: number;
+  /** Rows per slot of layer `l`: `slotRows`, or a ring for a sliding-window layer. */
+  rows(layer: number): number;
   /** Address of each layer's K cache. */
   readonly kLayers: readonly number[];
   /** Address of each layer's V cache. */
@@ -71,12 +76,16 @@ export interface ForwardBuffers {
  * or undefined when it can run. An architecture that needs a new op names
  * it here until the op exists.
  */
-export function missingOps(model: ForwardModel): string | undefined {
+export function missingOps(model: ForwardModel, kernels: ModelKernels): string | undefined {
   const a = model.architecture;
   const missing: string[] = [];
-  if (model.weights.layers.some((l) => l.bq || l.bk || l.bv)) missing.push("a bias add");
-  if (a.activation !== "silu") missing.push(`the ${a.activation} activation`);
-  if (a.embeddingScale(model.config) !== 1) missing.push("a scale op (embedding scale)");
+  if (model.weights.layers.some((l) => l.bq || l.bk || l.bv) && !kernels.addRows) {
+    missing.push("a bias add (addRows)");
+  }
+  if (a.activation === "gelu_tanh" && !kernels.geglu) missing.push("GELU-tanh gated FFN (geglu)");
+  if (a.embeddingScale(model.config) !== 1 && !kernels.scale) {
+    missing.push("a scale op (embedding scale)");
+  }
   return missing.length > 0 ? missing.join(", ") : undefined;
 }
 
@@ -107,21 +116,30 @@ export function forward(
   const F = c.feedForwardLength;
   const eps = c.rmsEpsilon;
   const ct = cache.cacheTypeId;
-  const rows = cache.slotRows, slotCount = cache.slotCount;
+  const contextRows = cache.slotRows, slotCount = cache.slotCount;
   const neox = arch.rope === "neox";
-  const freqs = w.ropeFreqs?.address ?? 0;
-  const scale = arch.attentionScale(c);
+  // LongRoPE (Phi-3): the long factors when a sequence may run past the original context
+  // (llama.cpp: n_ctx_seq > n_ctx_orig_yarn), else the short ones; Llama 3's rope_freqs otherwise.
+  const factors = w.ropeFactorsLong && contextRows > c.ropeOriginalContextLength
+    ? w.ropeFactorsLong
+    : w.ropeFactorsShort ?? w.ropeFreqs;
+  const freqs = factors?.address ?? 0;
+  // rope.scaling.attn_factor multiplies RoPE's cos and sin of Q and of K: Q·K by its square.
+  const scale = arch.attentionScale(c) * c.ropeAttnFactor * c.ropeAttnFactor;
+  const embScale = arch.embeddingScale(c);
   const { x, xb, q, att, gate, up, positions: pos, slots } = b;
   const kk = b.k, v = b.v;
 
   // x [T][E] = token_embd[ids]
   const emb = w.tokenEmbedding;
   k.getRows(emb.type, x, emb.address, b.tokens, T, E, emb.rowCount);
+  if (embScale !== 1) k.scale!(x, x, embScale, T * E); // Gemma: x ×= √E
 
   for (let l = 0; l < c.blockCount; l++) {
     const L = w.layers[l];
     const kCache = cache.kLayers[l]; // [slots][rows][KV]
     const vCache = cache.vLayers[l]; // [slots][rows][KV]
+    const rows = cache.rows(l); // the context, or a ring for a sliding-window layer
 
     // Attention block.
     k.rmsnorm(xb, x, L.attnNorm.address, E, T, eps); // xb [T][E]
@@ -136,10 +154,14 @@ export function forward(
       k.matmul(L.wk!.type, kk, L.wk!.address, xb, KV, E, T); // k [T][Hkv·D]
       k.matmul(L.wv!.type, v, L.wv!.address, xb, KV, E, T); // v [T][Hkv·D]
     }
+    if (L.bq !== undefined) k.addRows!(q, q, L.bq.address, T, Q); // q += bq
+    if (L.bk !== undefined) k.addRows!(kk, kk, L.bk.address, T, KV); // k += bk
+    if (L.bv !== undefined) k.addRows!(v, v, L.bv.address, T, KV); // v += bv
     if (L.qNorm !== undefined) k.rmsnorm(q, q, L.qNorm.address, D, T * H, eps); // q per head
     if (L.kNorm !== undefined) k.rmsnorm(kk, kk, L.kNorm.address, D, T * Hkv, eps); // k per head
-    k.rope(q, T, H, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, neox); // q [T][H][D]
-    k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, c.ropeFreqBase, freqs, neox); // k [T][Hkv][D]
+    const base = m.layerRopeBases[l];
+    k.rope(q, T, H, D, c.ropeDimensionCount, pos, base, freqs, neox); // q [T][H][D]
+    k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, base, freqs, neox); // k [T][Hkv][D]
     k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows, slotCount); // kCache[slot][pos]
     k.storeKv(ct, vCache, v, pos, slots, T, KV, rows, slotCount); // vCache[slot][pos]
     const window = m.layerWindows[l];
@@ -164,7 +186,7 @@ export function forward(
     if (L.postAttnNorm !== undefined) k.rmsnorm(xb, xb, L.postAttnNorm.address, E, T, eps); // xb [T][E]
     k.add(x, x, xb, T * E); // x += attention
 
-    // Feed-forward block (gated: SwiGLU).
+    // Feed-forward block (gated: SwiGLU, or GELU-tanh for Gemma).
     k.rmsnorm(xb, x, L.ffnNorm.address, E, T, eps); // xb [T][E]
     if (L.wGate === undefined) {
       const ids = b.gateUpIds;
@@ -175,7 +197,8 @@ export function forward(
       k.matmul(L.wGate.type, gate, L.wGate.address, xb, F, E, T); // gate [T][F]
       k.matmul(L.wUp.type, up, L.wUp.address, xb, F, E, T); // up [T][F]
     }
-    k.swiglu(gate, gate, up, T * F); // gate = silu(gate)·up
+    if (arch.activation === "gelu_tanh") k.geglu!(gate, gate, up, T * F); // gate = gelu(gate)·up
+    else k.swiglu(gate, gate, up, T * F); // gate = silu(gate)·up
     k.matmul(L.wDown.type, xb, L.wDown.address, gate, E, F, T); // xb [T][E]
     if (L.postFfnNorm !== undefined) k.rmsnorm(xb, xb, L.postFfnNorm.address, E, T, eps); // xb [T][E]
     k.add(x, x, xb, T * E); // x += ffn

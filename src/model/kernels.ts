@@ -87,6 +87,16 @@ export interface ModelKernels {
   ): void;
   /** `out = silu(gate) · up`, `n` elements. */
   swiglu(out: number, gate: number, up: number, n: number): void;
+  /**
+   * `out = gelu_tanh(gate) · up`, `n` elements (Gemma's GeGLU; ggml's tanh
+   * approximation). Optional: an architecture that needs it is refused by
+   * kernels without it.
+   */
+  geglu?(out: number, gate: number, up: number, n: number): void;
+  /** `out[t][i] = x[t][i] + bias[i]`, `rows` rows of `n` (Q/K/V biases). Optional, as `geglu`. */
+  addRows?(out: number, x: number, bias: number, rows: number, n: number): void;
+  /** `out = x · s`, `n` elements (Gemma's embedding scale). Optional, as `geglu`. */
+  scale?(out: number, x: number, s: number, n: number): void;
   /** `out = a + b`, `n` elements. */
   add(out: number, a: number, b: number, n: number): void;
   /** Copies rows `ids[i]` (i32) of `table` into `out` as F32. */

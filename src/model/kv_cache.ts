@@ -5,8 +5,17 @@
  * tail of one (to continue it from a common prefix), {@linkcode KvCache.clear}
  * empties it.
  *
- * Layout of one layer: `[slots][slotRows][kvHeads·headDim]` (F16 or F32);
- * token `t` of slot `s` at position `p` lives in row `s·slotRows + p % slotRows`.
+ * Layout of layer `l`: `[slots][rows(l)][kvHeads·headDim]` (F16 or F32);
+ * token `t` of slot `s` at position `p` lives in row `s·rows(l) + p % rows(l)`.
+ * A full-attention layer has `slotRows` rows (the context); a sliding-window
+ * layer keeps a ring of `window + batch − 1` rows (llama.cpp's iSWA cache:
+ * the window plus one batch, whose K/V is stored before its attention runs),
+ * so a long context costs the window, not the context, in those layers.
+ *
+ * A ring forgets positions: after a slot ran to length `n`, a sliding layer
+ * holds positions from `n − rows(l)` on, so {@linkcode KvCache.truncate}
+ * back to `m` keeps the prefix only while `n − m ≤ rows(l) − window`;
+ * further back it empties the slot (its prefix must be computed again).
  *
  * @example
  * ```ts
@@ -29,8 +38,14 @@ export type CacheType = "f16" | "f32";
 export class KvCache implements ForwardCache {
   /** Sequences the cache holds. */
   readonly slotCount: number;
-  /** Positions per slot. */
+  /** Positions per slot (the context). */
   readonly slotRows: number;
+  /** Each layer's rows per slot: `slotRows`, or a ring for a sliding-window layer. */
+  readonly layerRows: Int32Array;
+  /** Each layer's attention window (0 = full). */
+  readonly #windows: Int32Array;
+  /** How far back a slot can be truncated and keep its prefix: min over sliding layers. */
+  readonly #rewindMax: number;
   readonly cacheType: CacheType;
   /** 0 = F32, 1 = F16 (the kernels' cache type id). */
   readonly cacheTypeId: number;
@@ -38,14 +53,24 @@ export class KvCache implements ForwardCache {
   readonly byteLength: number;
   readonly #k: NativeBuffer;
   readonly #v: NativeBuffer;
-  readonly #layerBytes: number;
+  readonly #layerOffsets: Float64Array;
   readonly #history: Int32Array[];
   readonly #lengths: Int32Array;
 
+  /**
+   * `windows[l]` > 0 makes layer `l` a ring of `min(slotRows, windows[l] + batchSize − 1)`
+   * rows (default: every layer full).
+   */
   constructor(
     native: Native,
     shape: { layers: number; kvDim: number },
-    options: { slots: number; slotRows: number; cacheType: CacheType },
+    options: {
+      slots: number;
+      slotRows: number;
+      cacheType: CacheType;
+      windows?: ArrayLike<number>;
+      batchSize?: number;
+    },
   ) {
     const { slots, slotRows, cacheType } = options;
     if (cacheType !== "f16" && cacheType !== "f32") {
@@ -55,8 +80,22 @@ export class KvCache implements ForwardCache {
     this.slotRows = slotRows;
     this.cacheType = cacheType;
     this.cacheTypeId = cacheType === "f16" ? 1 : 0;
-    this.#layerBytes = slots * slotRows * shape.kvDim * (cacheType === "f16" ? 2 : 4);
-    const bytes = shape.layers * this.#layerBytes;
+    const batch = options.batchSize ?? slotRows;
+    this.#windows = Int32Array.from({ length: shape.layers }, (_, l) => options.windows?.[l] ?? 0);
+    this.layerRows = this.#windows.map((w) => w > 0 ? Math.min(slotRows, w + batch - 1) : slotRows);
+    let rewind = slotRows;
+    for (let l = 0; l < shape.layers; l++) {
+      if (this.#windows[l] > 0 && this.layerRows[l] < slotRows) {
+        rewind = Math.min(rewind, this.layerRows[l] - this.#windows[l]);
+      }
+    }
+    this.#rewindMax = rewind;
+    const rowBytes = shape.kvDim * (cacheType === "f16" ? 2 : 4);
+    this.#layerOffsets = new Float64Array(shape.layers + 1);
+    for (let l = 0; l < shape.layers; l++) {
+      this.#layerOffsets[l + 1] = this.#layerOffsets[l] + slots * this.layerRows[l] * rowBytes;
+    }
+    const bytes = this.#layerOffsets[shape.layers];
     this.#k = native.alloc(bytes);
     try {
       this.#v = native.alloc(bytes);
@@ -65,14 +104,14 @@ export class KvCache implements ForwardCache {
       throw error;
     }
     this.byteLength = 2 * bytes;
-    const layerBytes = this.#layerBytes, k = this.#k.address, v = this.#v.address;
+    const offsets = this.#layerOffsets, k = this.#k.address, v = this.#v.address;
     // Arrays of tagged elements (made of strings first): a raw-double array would box
     // each address anew every time the forward pass hands it to a kernel.
     const kLayers: unknown[] = new Array(shape.layers).fill("");
     const vLayers: unknown[] = new Array(shape.layers).fill("");
     for (let l = 0; l < shape.layers; l++) {
-      kLayers[l] = k + l * layerBytes;
-      vLayers[l] = v + l * layerBytes;
+      kLayers[l] = k + offsets[l];
+      vLayers[l] = v + offsets[l];
     }
     this.kLayers = kLayers as number[];
     this.vLayers = vLayers as number[];
@@ -84,6 +123,21 @@ export class KvCache implements ForwardCache {
   readonly kLayers: readonly number[];
   /** Address of each layer's V cache. */
   readonly vLayers: readonly number[];
+
+  /** Address of layer `layer`'s K cache. */
+  kAddress(layer: number): number {
+    return this.kLayers[layer];
+  }
+
+  /** Address of layer `layer`'s V cache. */
+  vAddress(layer: number): number {
+    return this.vLayers[layer];
+  }
+
+  /** Rows per slot of layer `layer` (its ring size when it slides). */
+  rows(layer: number): number {
+    return this.layerRows[layer];
+  }
 
   #slot(slot: number): number {
     if (!Number.isInteger(slot) || slot < 0 || slot >= this.slotCount) {
@@ -111,13 +165,19 @@ export class KvCache implements ForwardCache {
     return i;
   }
 
-  /** Keeps the first `length` tokens of slot `slot` (no-op when it holds fewer). */
-  truncate(slot: number, length: number): void {
+  /**
+   * Keeps the first `length` tokens of slot `slot` (no-op when it holds
+   * fewer), or empties it when a sliding layer's ring no longer holds the
+   * window before `length` (see the module doc). Returns the length kept.
+   */
+  truncate(slot: number, length: number): number {
     this.#slot(slot);
     if (!Number.isInteger(length) || length < 0) {
       throw new RangeError(`truncate length must be an integer >= 0, got ${length}`);
     }
-    if (length < this.#lengths[slot]) this.#lengths[slot] = length;
+    const n = this.#lengths[slot];
+    if (length < n) this.#lengths[slot] = n - length > this.#rewindMax ? 0 : length;
+    return this.#lengths[slot];
   }
 
   /** Empties slot `slot`, or every slot when none is given. */

@@ -138,7 +138,12 @@ export class LlamaModel {
         throw new RangeError(`token id ${id} is outside the vocabulary [0, ${V})`);
       }
     }
-    cache.truncate(0, posStart);
+    if (cache.truncate(0, posStart) !== posStart) {
+      throw new RangeError(
+        `cannot continue at position ${posStart}: the sliding-window layers' KV rings no longer ` +
+          `hold the positions before it (run the sequence again from 0)`,
+      );
+    }
     const batch = this.#batch;
     for (let start = 0; start < n; start += batch.capacity) {
       const count = Math.min(batch.capacity, n - start);

@@ -11,6 +11,7 @@ export {
   architectureOf,
   ARCHITECTURES,
   type ArchitectureShape,
+  describeArchitecture,
   type FfnActivation,
   type Presence,
   type RopeStyle,

@@ -37,6 +37,8 @@ export class Model {
   readonly gguf: Gguf;
   /** Each layer's attention window in positions (0 = the whole context). */
   readonly layerWindows: Int32Array;
+  /** Each layer's RoPE frequency base (Gemma 3's sliding-window layers have their own). */
+  readonly layerRopeBases: Float64Array;
   /** The native library the weights' addresses belong to. */
   readonly native: Native;
   readonly #file: MappedFile | undefined;
@@ -77,6 +79,10 @@ export class Model {
     this.layerWindows = Int32Array.from(
       { length: c.blockCount },
       (_, l) => this.architecture.layerWindow(c, l),
+    );
+    this.layerRopeBases = Float64Array.from(
+      { length: c.blockCount },
+      (_, l) => this.architecture.layerRopeBase(c, l),
     );
   }
 

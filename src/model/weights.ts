@@ -71,6 +71,10 @@ export interface ModelWeights {
   readonly tiedOutput: boolean;
   /** Llama 3's per-dimension RoPE frequency factors, or undefined. */
   readonly ropeFreqs?: Weight; // [ropeDims / 2]
+  /** LongRoPE (Phi-3) factors past the original context, or undefined. */
+  readonly ropeFactorsLong?: Weight; // [ropeDims / 2]
+  /** LongRoPE (Phi-3) factors within the original context, or undefined. */
+  readonly ropeFactorsShort?: Weight; // [ropeDims / 2]
   /** The most common matmul weight type's name (for the summary line). */
   readonly typeName: string;
   /** Bytes of all tensors bound. */
@@ -203,12 +207,26 @@ export function bindWeights(
     ? check(ropeInfo, base, [config.ropeDimensionCount / 2], F32_ONLY)
     : undefined;
   const outputNorm = bind(gguf, base, tensorName("outputNorm"), [e], F32_ONLY);
+  const factors = (kind: TensorKind) => {
+    const info = gguf.tensorsByName.get(tensorName(kind));
+    return info ? check(info, base, [config.ropeDimensionCount / 2], F32_ONLY) : undefined;
+  };
+  const ropeFactorsLong = factors("ropeFactorsLong");
+  const ropeFactorsShort = factors("ropeFactorsShort");
+  if ((ropeFactorsLong === undefined) !== (ropeFactorsShort === undefined)) {
+    throw new ModelError(
+      `LongRoPE needs both "${tensorName("ropeFactorsLong")}" and "${
+        tensorName("ropeFactorsShort")
+      }"`,
+    );
+  }
 
   const present = (w: Weight | undefined): w is Weight => w !== undefined;
   const layerWeights = layers.flatMap((l) => Object.values(l).filter(present));
   const all: Weight[] = [tokenEmbedding, outputNorm, ...layerWeights];
   if (outputInfo) all.push(output);
   if (ropeFreqs) all.push(ropeFreqs);
+  if (ropeFactorsLong && ropeFactorsShort) all.push(ropeFactorsLong, ropeFactorsShort);
   const counts = new Map<number, number>();
   for (const l of layers) {
     for (const w of [l.wq, l.wk, l.wv, l.wqkv, l.wo, l.wGate, l.wUp, l.wDown]) {
@@ -223,6 +241,8 @@ export function bindWeights(
     output,
     tiedOutput: outputInfo === undefined,
     ropeFreqs,
+    ropeFactorsLong,
+    ropeFactorsShort,
     typeName: computable.get(common)?.name ?? String(common),
     sizeBytes: all.reduce((sum, w) => sum + w.sizeBytes, 0),
   };
