@@ -170,6 +170,9 @@ export class ReferenceKernels implements ModelKernels {
     const qs = this.#f32(q, tokens * heads * headDim);
     const o = this.#f32(out, tokens * heads * headDim);
     const group = heads / kvHeads;
+    // As llama.cpp without flash attention: with an F16 cache, Q and the normalised
+    // probabilities are rounded to F16 (the K·Q and V·P products run in the cache type).
+    const round = cacheType === 0 ? (x: number) => x : Math.f16round;
     for (let t = 0; t < tokens; t++) {
       const last = pos[t];
       const first = window > 0 ? Math.max(0, last - window + 1) : 0;
@@ -187,16 +190,17 @@ export class ReferenceKernels implements ModelKernels {
         let max = -Infinity;
         for (let j = 0; j < seen; j++) {
           let dot = 0;
-          for (let d = 0; d < headDim; d++) dot += qs[qo + d] * K[j][kh * headDim + d];
+          for (let d = 0; d < headDim; d++) dot += round(qs[qo + d]) * K[j][kh * headDim + d];
           scores[j] = dot * scale;
           max = Math.max(max, scores[j]);
         }
         let sum = 0;
         for (let j = 0; j < seen; j++) sum += scores[j] = Math.exp(scores[j] - max);
+        for (let j = 0; j < seen; j++) scores[j] = round(scores[j] / sum);
         for (let d = 0; d < headDim; d++) {
           let acc = 0;
           for (let j = 0; j < seen; j++) acc += scores[j] * V[j][kh * headDim + d];
-          o[qo + d] = acc / sum;
+          o[qo + d] = acc;
         }
       }
     }

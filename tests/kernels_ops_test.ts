@@ -294,6 +294,8 @@ function attentionReference(
 ): Float64Array {
   const out = new Float64Array(tokens * heads * headDim);
   const kvDim = kvHeads * headDim;
+  // With an F16 cache, llama.cpp rounds Q and the normalised probabilities to F16.
+  const round = kc instanceof Float16Array ? Math.f16round : (x: number) => x;
   for (let t = 0; t < tokens; t++) {
     for (let h = 0; h < heads; h++) {
       const g = Math.floor(h / (heads / kvHeads));
@@ -302,7 +304,7 @@ function attentionReference(
       for (let p = 0; p < keys; p++) {
         let s = 0;
         for (let i = 0; i < headDim; i++) {
-          s += q[(t * heads + h) * headDim + i] * kc[p * kvDim + g * headDim + i];
+          s += round(q[(t * heads + h) * headDim + i]) * kc[p * kvDim + g * headDim + i];
         }
         scores[p] = s * scale;
       }
@@ -311,7 +313,9 @@ function attentionReference(
       for (let p = 0; p < keys; p++) total += scores[p] = Math.exp(scores[p] - max);
       for (let i = 0; i < headDim; i++) {
         let o = 0;
-        for (let p = 0; p < keys; p++) o += scores[p] / total * vc[p * kvDim + g * headDim + i];
+        for (let p = 0; p < keys; p++) {
+          o += round(scores[p] / total) * vc[p * kvDim + g * headDim + i];
+        }
         out[(t * heads + h) * headDim + i] = o;
       }
     }
