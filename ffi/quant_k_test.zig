@@ -177,7 +177,7 @@ test "K-quant vecDot equals vecDotRef bit for bit on every SIMD path and means Î
     }
 }
 
-test "Q4_K in llama.cpp's repacked order (q4_K_8x8_q8_K): one row and 4-row tiles equal the scalar reference bit for bit" {
+test "Q4_K in llama.cpp's repacked GEMV and GEMM orders (q4_K_8x8_q8_K): one row and 4-row tiles equal the scalar references bit for bit" {
     const T = qk.Q4_K;
     var prng = std.Random.DefaultPrng.init(7);
     const rng = prng.random();
@@ -196,6 +196,9 @@ test "Q4_K in llama.cpp's repacked order (q4_K_8x8_q8_K): one row and 4-row tile
         const rows = [4][]align(1) const T.Block{ w[nb / 2 ..], w[0 .. nb / 2], w[2 .. 2 + nb / 2], w[1 .. 1 + nb / 2] };
         const four = T.vecDotRowsRepacked(4, rows, a[nb / 2 ..]);
         for (four, rows) |got, row| try testing.expectEqual(@as(u32, @bitCast(T.vecDotRepackedRef(row, a[nb / 2 ..]))), @as(u32, @bitCast(got)));
+        const gemm = T.vecDotRowsRepackedGemm(4, rows, a[nb / 2 ..]);
+        for (gemm, rows) |got, row| try testing.expectEqual(@as(u32, @bitCast(T.vecDotRepackedGemmRef(row, a[nb / 2 ..]))), @as(u32, @bitCast(got)));
+        try testing.expectEqual(@as(u32, @bitCast(T.vecDotRepackedGemmRef(&w, &a))), @as(u32, @bitCast(T.vecDotRepackedGemm(&w, &a))));
     }
 }
 
