@@ -291,7 +291,10 @@ function attentionReference(
   kvHeads: number,
   headDim: number,
   scale: number,
+  f16 = false,
 ): Float64Array {
+  // With an F16 cache, llama.cpp (and the kernel) round q and the probabilities to f16.
+  const round = f16 ? Math.f16round : (x: number) => x;
   const out = new Float64Array(tokens * heads * headDim);
   const kvDim = kvHeads * headDim;
   for (let t = 0; t < tokens; t++) {
@@ -302,7 +305,7 @@ function attentionReference(
       for (let p = 0; p < keys; p++) {
         let s = 0;
         for (let i = 0; i < headDim; i++) {
-          s += q[(t * heads + h) * headDim + i] * kc[p * kvDim + g * headDim + i];
+          s += round(q[(t * heads + h) * headDim + i]) * kc[p * kvDim + g * headDim + i];
         }
         scores[p] = s * scale;
       }
@@ -311,7 +314,7 @@ function attentionReference(
       for (let p = 0; p < keys; p++) total += scores[p] = Math.exp(scores[p] - max);
       for (let i = 0; i < headDim; i++) {
         let o = 0;
-        for (let p = 0; p < keys; p++) o += scores[p] / total * vc[p * kvDim + g * headDim + i];
+        for (let p = 0; p < keys; p++) o += round(scores[p] / total) * vc[p * kvDim + g * headDim + i];
         out[(t * heads + h) * headDim + i] = o;
       }
     }
@@ -347,6 +350,7 @@ Deno.test("attention (decode, prefill, GQA/MQA, F32/F16 cache) matches the refer
         c.kvHeads,
         c.headDim,
         scale,
+        type === GgmlType.F16,
       );
       using kb = upload(native, kc);
       using vb = upload(native, vc);
