@@ -314,7 +314,9 @@ function attentionReference(
       for (let p = 0; p < keys; p++) total += scores[p] = Math.exp(scores[p] - max);
       for (let i = 0; i < headDim; i++) {
         let o = 0;
-        for (let p = 0; p < keys; p++) o += round(scores[p] / total) * vc[p * kvDim + g * headDim + i];
+        for (let p = 0; p < keys; p++) {
+          o += round(scores[p] / total) * vc[p * kvDim + g * headDim + i];
+        }
         out[(t * heads + h) * headDim + i] = o;
       }
     }
