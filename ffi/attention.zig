@@ -475,12 +475,14 @@ fn testShape(comptime T: type, tokens: usize, pos_start: usize, heads: usize, kv
     }
 }
 
-test "attention matches the reference for decode and prefill, GQA/MQA/MHA, F32 and F16" {
+test "attention equals the scalar reference bit for bit for decode and prefill, GQA/MQA/MHA, F32 and F16, short and long contexts" {
     inline for (.{ f32, f16 }) |T| {
         try testShape(T, 1, 0, 4, 2, 16); // first token
         try testShape(T, 1, 130, 8, 2, 64); // decode over three key blocks
         try testShape(T, 7, 60, 6, 1, 33); // prefill, MQA, odd head_dim
         try testShape(T, 5, 0, 4, 4, 128); // MHA
+        try testShape(T, 1, 1500, 4, 2, 64); // decode past score_capacity: windows recomputed
+        try testShape(T, 3, 1100, 4, 2, 64); // prefill past score_capacity
     }
 }
 

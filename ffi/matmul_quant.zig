@@ -60,20 +60,45 @@ fn quantizeRange(comptime E: type, job: *const Job(E), token_begin: usize, token
 }
 
 fn dotRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usize) void {
+    // llama.cpp repacks some types' matrices (row count a multiple of E.repack_rows) and
+    // then sums in another float order: follow it, so results stay llama.cpp's bits.
+    if (@hasDecl(E, "repack_rows") and E.repack_rows > 0 and job.rows % E.repack_rows == 0) {
+        return dotRangeOrder(E, true, job, row_begin, row_end);
+    }
+    dotRangeOrder(E, false, job, row_begin, row_end);
+}
+
+/// llama.cpp's repacked matmul runs its GEMM on the first tokens - tokens % 4 tokens and
+/// its GEMV on the rest.
+inline fn inGemm(tokens: usize, t: usize) bool {
+    return t < tokens - tokens % 4;
+}
+
+fn dotRangeOrder(comptime E: type, comptime repacked: bool, job: *const Job(E), row_begin: usize, row_end: usize) void {
     var r = row_begin;
     if (@hasDecl(E, "vecDotRows")) {
         while (r + row_group <= row_end) : (r += row_group) {
             var w_rows: [row_group][]align(1) const E.Block = undefined;
             inline for (0..row_group) |i| w_rows[i] = job.weightRow(r + i);
             for (0..job.tokens) |t| {
-                const sums = E.vecDotRows(row_group, w_rows, job.actRow(t));
+                const sums = if (!repacked)
+                    E.vecDotRows(row_group, w_rows, job.actRow(t))
+                else if (@hasDecl(E, "vecDotRowsRepackedGemm") and inGemm(job.tokens, t))
+                    E.vecDotRowsRepackedGemm(row_group, w_rows, job.actRow(t))
+                else
+                    E.vecDotRowsRepacked(row_group, w_rows, job.actRow(t));
                 inline for (0..row_group) |i| job.out[t * job.rows + r + i] = sums[i];
             }
         }
     }
     while (r < row_end) : (r += 1) {
         const w_row = job.weightRow(r);
-        for (0..job.tokens) |t| job.out[t * job.rows + r] = E.vecDot(w_row, job.actRow(t));
+        for (0..job.tokens) |t| job.out[t * job.rows + r] = if (!repacked)
+            E.vecDot(w_row, job.actRow(t))
+        else if (@hasDecl(E, "vecDotRepackedGemm") and inGemm(job.tokens, t))
+            E.vecDotRepackedGemm(w_row, job.actRow(t))
+        else
+            E.vecDotRepacked(w_row, job.actRow(t));
     }
 }
 

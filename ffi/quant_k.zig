@@ -680,6 +680,41 @@ fn GgmlMinAcc(comptime scalar_min: bool) type {
     };
 }
 
+/// The float order of llama.cpp's repacked x86 kernels (`ggml_gemv/gemm_q4_K_8x8_q8_K`,
+/// used for matrices whose row count is a multiple of 8): per super-block, the whole
+/// block's integer sum and its min sum, each converted to f32 and accumulated by
+/// acc = fma(sum, d, acc) and acc_m = fma(min_sum, dmin, acc_m); the result acc − acc_m.
+const RepackedMinAcc = struct {
+    acc: f32 = 0,
+    acc_m: f32 = 0,
+
+    inline fn add(self: *RepackedMinAcc, lanes: I32x16, d: f32, sub: I32x8, dmin: f32) void {
+        self.acc = @mulAdd(f32, @floatFromInt(@reduce(.Add, lanes)), d, self.acc);
+        self.acc_m = @mulAdd(f32, @floatFromInt(@reduce(.Add, sub)), dmin, self.acc_m);
+    }
+
+    inline fn result(self: RepackedMinAcc) f32 {
+        return self.acc - self.acc_m;
+    }
+};
+
+/// The order of llama.cpp's repacked x86 GEMM (`ggml_gemm_q4_K_8x8_q8_K`, tokens in
+/// groups of 4): the same, but one fma per 64-element pair of sub-blocks.
+const RepackedMinAccGemm = struct {
+    acc: f32 = 0,
+    acc_m: f32 = 0,
+    pub const per_pair = true;
+
+    inline fn addPair(self: *RepackedMinAccGemm, sum: i32, d: f32, min_sum: i32, dmin: f32) void {
+        self.acc = @mulAdd(f32, @floatFromInt(sum), d, self.acc);
+        self.acc_m = @mulAdd(f32, @floatFromInt(min_sum), dmin, self.acc_m);
+    }
+
+    inline fn result(self: RepackedMinAccGemm) f32 {
+        return self.acc - self.acc_m;
+    }
+};
+
 /// llama.cpp's x86 float order for Q6_K (shift 5: the −32 offset): per super-block
 /// acc += d·(8 i32 lanes − (correction lanes << shift)) with FMA; hsum(acc) at the end.
 fn GgmlShiftAcc(comptime shift: u5) type {
@@ -716,7 +751,12 @@ const GgmlQ2Acc = struct {
 
 /// The row loop shared by every type's vecDotPath and vecDotRows.
 inline fn rowsDot(comptime T: type, comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
-    var dots: [R]T.Acc = @splat(.{});
+    return rowsDotAcc(T, T.Acc, path, R, w_rows, a);
+}
+
+/// `rowsDot` with a chosen float order (`Acc`).
+inline fn rowsDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
+    var dots: [R]Acc = @splat(.{});
     inline for (0..R) |r| std.debug.assert(w_rows[r].len == a.len);
     for (a, 0..) |*ab, j| {
         inline for (0..R) |r| T.blockDot(path, &w_rows[r][j], ab, &dots[r]);
@@ -825,12 +865,92 @@ pub const Q4_K = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
+    /// Matrices whose row count is a multiple of this are repacked by llama.cpp's CPU
+    /// backend on AVX2/AVX-512 machines (`q4_K_8x8_q8_K`), which sums in another float
+    /// order (`RepackedMinAcc`); the matmul follows it for them.
+    pub const repack_rows: usize = 8;
+
+    /// One row in the repacked order.
+    pub fn vecDotRepacked(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return rowsDotAcc(@This(), RepackedMinAcc, default_path, 1, .{w}, a)[0];
+    }
+
+    /// R rows in the repacked order, element r equal to `vecDotRepacked(w_rows[r], a)`.
+    pub fn vecDotRowsRepacked(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDotAcc(@This(), RepackedMinAcc, default_path, R, w_rows, a);
+    }
+
+    /// R rows in the order of the repacked GEMM (a token of a 4-token group).
+    pub fn vecDotRowsRepackedGemm(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDotAcc(@This(), RepackedMinAccGemm, default_path, R, w_rows, a);
+    }
+
+    /// One row in the order of the repacked GEMM.
+    pub fn vecDotRepackedGemm(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return rowsDotAcc(@This(), RepackedMinAccGemm, default_path, 1, .{w}, a)[0];
+    }
+
+    /// Scalar reference of the repacked GEMM order.
+    pub fn vecDotRepackedGemmRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        var acc: f32 = 0;
+        var acc_m: f32 = 0;
+        for (w, a) |*b, *ab| {
+            for (0..4) |c| {
+                var sumi: i32 = 0;
+                var summ: i32 = 0;
+                for (2 * c..2 * c + 2) |j| {
+                    const sc, const m = getScaleMinK4(j, &b.scales);
+                    summ += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
+                    for (0..32) |l| {
+                        const q: i32 = if (j % 2 == 0) b.qs[32 * (j / 2) + l] & 0xF else b.qs[32 * (j / 2) + l] >> 4;
+                        sumi += @as(i32, sc) * q * ab.qs[32 * j + l];
+                    }
+                }
+                acc = @mulAdd(f32, @floatFromInt(sumi), f16f(b.d) * ab.d, acc);
+                acc_m = @mulAdd(f32, @floatFromInt(summ), f16f(b.dmin) * ab.d, acc_m);
+            }
+        }
+        return acc - acc_m;
+    }
+
+    /// Scalar reference of the repacked order.
+    pub fn vecDotRepackedRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        var acc: f32 = 0;
+        var acc_m: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var sumi: i32 = 0;
+            var summ: i32 = 0;
+            for (0..8) |j| {
+                const sc, const m = getScaleMinK4(j, &b.scales);
+                summ += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
+                for (0..32) |l| {
+                    const q: i32 = if (j % 2 == 0) b.qs[32 * (j / 2) + l] & 0xF else b.qs[32 * (j / 2) + l] >> 4;
+                    sumi += @as(i32, sc) * q * ab.qs[32 * j + l];
+                }
+            }
+            acc = @mulAdd(f32, @floatFromInt(sumi), f16f(b.d) * ab.d, acc);
+            acc_m = @mulAdd(f32, @floatFromInt(summ), f16f(b.dmin) * ab.d, acc_m);
+        }
+        return acc - acc_m;
+    }
+
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
         const sm = unpackScalesMinsK4(&b.scales);
         const sc16: @Vector(8, i16) = sm[0];
         const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
         const sub = maddwd16(path, ab.bsums, m16);
+        if (@hasDecl(@TypeOf(dot.*), "per_pair")) {
+            // One sum per 64-element pair of sub-blocks (integer, so exact in any order).
+            inline for (0..4) |c| {
+                const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+                const zero: I32x8 = @splat(0);
+                const l = halfDot(path, zero, q & @as(U8x32, @splat(0xF)), actHalf(ab, 2 * c), @splat(sc16[2 * c])) +
+                    halfDot(path, zero, q >> @splat(4), actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
+                dot.addPair(@reduce(.Add, l), ab.d * f16f(b.d), sub[2 * c] + sub[2 * c + 1], ab.d * f16f(b.dmin));
+            }
+            return;
+        }
         var acc_lo: I32x8 = @splat(0);
         var acc_hi: I32x8 = @splat(0);
         inline for (0..4) |c| {

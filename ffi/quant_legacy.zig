@@ -350,18 +350,58 @@ fn Legacy(comptime kind: Kind) type {
             return vecDotRowsPath(path, 1, .{w}, a)[0];
         }
 
+        /// Matrices whose row count is a multiple of this are repacked by llama.cpp's
+        /// CPU backend on AVX2/AVX-512 machines (Q4_0 and IQ4_NL into 8-row interleaved
+        /// blocks, `ggml_gemv/gemm_*_8x8_q8_0`), whose float order differs from
+        /// `ggml_vec_dot_*`: per row, the whole block's integer sum converted to f32 and
+        /// acc = fma(sum, dw·da, acc), blocks in order, no lane tree. 0: never repacked.
+        pub const repack_rows: usize = if (kind == .q4_0 or kind == .iq4_nl) 8 else 0;
+
+        /// One row in the repacked order (see `repack_rows`).
+        pub fn vecDotRepacked(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            return blockPairs(best_path, 1, true, .{w}, a)[0];
+        }
+
+        /// `R` rows in the repacked order; element r equals `vecDotRepacked(w_rows[r], a)`.
+        pub fn vecDotRowsRepacked(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+            return vecDotRowsOrder(best_path, R, true, w_rows, a);
+        }
+
+        /// Scalar reference of the repacked order.
+        pub fn vecDotRepackedRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            var acc: f32 = 0;
+            for (w, a) |wb, ab| {
+                var sumi: i32 = 0;
+                for (0..qk) |j| {
+                    const c = code(wb, j);
+                    const v: i32 = switch (kind) {
+                        .q4_0 => @as(i32, c) - 8,
+                        .iq4_nl => kvalues_iq4nl[c],
+                        else => unreachable,
+                    };
+                    sumi += v * ab.qs[j];
+                }
+                acc = @mulAdd(f32, @floatFromInt(sumi), @as(f32, wb.d) * @as(f32, ab.d), acc);
+            }
+            return acc;
+        }
+
         /// `vecDotRows` on a chosen path: rows two by two through `rowPairs`, an odd
         /// last row through `blockPairs`.
         pub fn vecDotRowsPath(comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
-            if (R == 1) return blockPairs(path, 1, w_rows, a);
+            return vecDotRowsOrder(path, R, false, w_rows, a);
+        }
+
+        fn vecDotRowsOrder(comptime path: Path, comptime R: usize, comptime repacked: bool, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+            if (R == 1) return blockPairs(path, 1, repacked, w_rows, a);
             var out: [R]f32 = undefined;
-            out[0 .. R / 2 * 2].* = rowPairs(path, R / 2, w_rows[0 .. R / 2 * 2].*, a);
-            if (R % 2 == 1) out[R - 1] = blockPairs(path, 1, .{w_rows[R - 1]}, a)[0];
+            out[0 .. R / 2 * 2].* = tile(path, R / 2, 1, repacked, w_rows[0 .. R / 2 * 2].*, .{a})[0];
+            if (R % 2 == 1) out[R - 1] = blockPairs(path, 1, repacked, .{w_rows[R - 1]}, a)[0];
             return out;
         }
 
         /// One row (or R rows) at a time, two blocks per 64-byte vector.
-        fn blockPairs(comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        fn blockPairs(comptime path: Path, comptime R: usize, comptime repacked: bool, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
             const n = a.len;
             inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
             // llama.cpp's x86 order: per block acc = fma(dw·da, lanes, acc) into one
@@ -370,6 +410,7 @@ fn Legacy(comptime kind: Kind) type {
             var acc: [R]F32x8 = @splat(@splat(0));
             var acc_odd: [R]F32x8 = @splat(@splat(0));
             var summs: [R]f32 = @splat(0);
+            var racc: [R]f32 = @splat(0);
             var b: usize = 0;
             while (b < n) : (b += 2) {
                 const pair = b + 1 < n;
@@ -392,6 +433,16 @@ fn Legacy(comptime kind: Kind) type {
                     const hi: F32x8 = @shuffle(f32, lanes, undefined, second8);
                     const dw0: f32 = w0.d;
                     const dw1: f32 = w1.d;
+                    if (repacked) {
+                        const li = pairLanes(path, u, av, shared);
+                        const s0: f32 = @floatFromInt(@reduce(.Add, @shuffle(i32, li, undefined, first8)));
+                        racc[r] = @mulAdd(f32, s0, dw0 * da0, racc[r]);
+                        if (pair) {
+                            const s1: f32 = @floatFromInt(@reduce(.Add, @shuffle(i32, li, undefined, second8)));
+                            racc[r] = @mulAdd(f32, s1, dw1 * da1, racc[r]);
+                        }
+                        continue;
+                    }
                     acc[r] = @mulAdd(F32x8, @splat(dw0 * da0), lo, acc[r]);
                     if (has_min) summs[r] = minTerm(w0.m, a0.s, summs[r]);
                     if (pair) {
@@ -405,6 +456,14 @@ fn Legacy(comptime kind: Kind) type {
                 }
             }
             var out: [R]f32 = undefined;
+            if (repacked) {
+                inline for (0..R) |r| {
+                    out[r] = racc[r];
+                    // The same step as the repacked kernel's for the last block.
+                    if (kind == .iq4_nl and b < n) out[r] = iq4nlTail(w_rows[r][b], a[b], out[r]);
+                }
+                return out;
+            }
             inline for (0..R) |r| {
                 if (kind == .iq4_nl) {
                     out[r] = simd.hsum(8, f32, acc[r] + acc_odd[r]);
@@ -431,19 +490,20 @@ fn Legacy(comptime kind: Kind) type {
         /// lane still gets llama.cpp's sequence of fused multiply-adds, and the final
         /// reduction gathers each row's 8 lanes back into ggml's order.
         fn rowPairs(comptime path: Path, comptime P: usize, w_rows: [2 * P][]align(1) const Block, a: []align(1) const Act.Block) [2 * P]f32 {
-            return tile(path, P, 1, w_rows, .{a})[0];
+            return tile(path, P, 1, false, w_rows, .{a})[0];
         }
 
         /// `rowPairs` for T activation rows at once: each block's weights are unpacked
         /// once and used for every token. out[t][r] is bit-identical to
         /// `vecDot(w_rows[r], a_rows[t])`.
-        fn tile(comptime path: Path, comptime P: usize, comptime T: usize, w_rows: [2 * P][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][2 * P]f32 {
+        fn tile(comptime path: Path, comptime P: usize, comptime T: usize, comptime repacked: bool, w_rows: [2 * P][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][2 * P]f32 {
             const n = a_rows[0].len;
             inline for (0..2 * P) |r| std.debug.assert(w_rows[r].len == n);
             inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
             var acc: [T][P]F32x16 = @splat(@splat(@splat(0)));
             var acc_odd: [T][P]F32x16 = @splat(@splat(@splat(0)));
             var summs: [T][2 * P]f32 = @splat(@splat(0));
+            var racc: [T][2 * P]f32 = @splat(@splat(0));
             const n_vec = if (kind == .iq4_nl) n & ~@as(usize, 1) else n;
             for (0..n_vec) |b| {
                 var u: [P]U8x64 = undefined;
@@ -465,6 +525,14 @@ fn Legacy(comptime kind: Kind) type {
                     const shared = actShared(path, av);
                     const da: f32 = ab.d;
                     inline for (0..P) |p| {
+                        if (repacked) {
+                            const li = pairLanes(path, u[p], av, shared);
+                            const s0: f32 = @floatFromInt(@reduce(.Add, @shuffle(i32, li, undefined, first_row_lanes)));
+                            const s1: f32 = @floatFromInt(@reduce(.Add, @shuffle(i32, li, undefined, second_row_lanes)));
+                            racc[t][2 * p] = @mulAdd(f32, s0, dw[p][0] * da, racc[t][2 * p]);
+                            racc[t][2 * p + 1] = @mulAdd(f32, s1, dw[p][1] * da, racc[t][2 * p + 1]);
+                            continue;
+                        }
                         const lanes: F32x16 = @floatFromInt(pairLanes(path, u[p], av, shared));
                         const sc: F32x16 = @shuffle(f32, dw[p] * @as(@Vector(2, f32), @splat(da)), undefined, row_pair_broadcast);
                         if (kind == .iq4_nl and b % 2 == 1) {
@@ -480,6 +548,15 @@ fn Legacy(comptime kind: Kind) type {
                 }
             }
             var out: [T][2 * P]f32 = undefined;
+            if (repacked) {
+                inline for (0..T) |t| {
+                    inline for (0..2 * P) |r| {
+                        out[t][r] = racc[t][r];
+                        if (kind == .iq4_nl and n % 2 == 1) out[t][r] = iq4nlTail(w_rows[r][n - 1], a_rows[t][n - 1], out[t][r]);
+                    }
+                }
+                return out;
+            }
             inline for (0..T) |t| {
                 inline for (0..P) |p| {
                     const total = if (kind == .iq4_nl) acc[t][p] + acc_odd[t][p] else acc[t][p];
@@ -505,7 +582,7 @@ fn Legacy(comptime kind: Kind) type {
 
         pub fn vecDotTilePath(comptime path: Path, comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
             comptime std.debug.assert(R % 2 == 0);
-            return tile(path, R / 2, T, w_rows, a_rows);
+            return tile(path, R / 2, T, false, w_rows, a_rows);
         }
 
         /// ggml's scalar step for the last block of an odd-length IQ4_NL row.
@@ -772,6 +849,34 @@ test "vecDot equals vecDotRef within rounding on random rows of awkward lengths;
             inline for (available_paths) |path| {
                 const got = T.vecDotTilePath(path, 2, 3, rows[1..3].*, acts);
                 for (0..3) |t| for (0..2) |r| try testing.expectEqual(T.vecDot(rows[1 + r], acts[t]), got[t][r]);
+            }
+        }
+    }
+}
+
+test "Q4_0 and IQ4_NL in llama.cpp's repacked order: one row, 4-row and 3-row tiles equal the scalar reference bit for bit" {
+    var prng = std.Random.DefaultPrng.init(23);
+    const rnd = prng.random();
+    inline for (.{ Q4_0, IQ4_NL }) |T| {
+        comptime std.debug.assert(T.repack_rows == 8);
+        for ([_]usize{ 1, 2, 3, 5, 18, 129 }) |nb| {
+            var w: [4][129]T.Block = undefined;
+            var a: [129]T.Act.Block = undefined;
+            var x: [129 * qk]f32 = undefined;
+            for (0..4) |r| randomBlocks(T, rnd, w[r][0..nb]);
+            for (x[0 .. nb * qk]) |*v| v.* = (rnd.float(f32) * 2 - 1) * 3;
+            T.Act.quantizeRow(x[0 .. nb * qk], a[0..nb]);
+            const rows = [4][]align(1) const T.Block{ w[0][0..nb], w[1][0..nb], w[2][0..nb], w[3][0..nb] };
+            const four = T.vecDotRowsRepacked(4, rows, a[0..nb]);
+            const three = T.vecDotRowsRepacked(3, rows[0..3].*, a[0..nb]);
+            for (0..4) |r| {
+                const ref = T.vecDotRepackedRef(rows[r], a[0..nb]);
+                try testing.expectEqual(ref, T.vecDotRepacked(rows[r], a[0..nb]));
+                try testing.expectEqual(ref, four[r]);
+                if (r < 3) try testing.expectEqual(ref, three[r]);
+                // The same dot product as ggml_vec_dot_*, in another order.
+                const mag = dotMagnitude(T, rows[r], a[0..nb]);
+                try testing.expectApproxEqAbs(@as(f64, T.vecDot(rows[r], a[0..nb])), @as(f64, ref), @as(f64, @floatFromInt(nb + 16)) * std.math.floatEps(f32) * mag);
             }
         }
     }

@@ -291,7 +291,10 @@ function attentionReference(
   kvHeads: number,
   headDim: number,
   scale: number,
+  f16 = false,
 ): Float64Array {
+  // With an F16 cache, llama.cpp (and the kernel) round q and the probabilities to f16.
+  const round = f16 ? Math.f16round : (x: number) => x;
   const out = new Float64Array(tokens * heads * headDim);
   const kvDim = kvHeads * headDim;
   // With an F16 cache, llama.cpp rounds Q and the normalised probabilities to F16.
@@ -351,6 +354,7 @@ Deno.test("attention (decode, prefill, GQA/MQA, F32/F16 cache) matches the refer
         c.kvHeads,
         c.headDim,
         scale,
+        type === GgmlType.F16,
       );
       using kb = upload(native, kc);
       using vb = upload(native, vc);
