@@ -297,8 +297,6 @@ function attentionReference(
   const round = f16 ? Math.f16round : (x: number) => x;
   const out = new Float64Array(tokens * heads * headDim);
   const kvDim = kvHeads * headDim;
-  // With an F16 cache, llama.cpp rounds Q and the normalised probabilities to F16.
-  const round = kc instanceof Float16Array ? Math.f16round : (x: number) => x;
   for (let t = 0; t < tokens; t++) {
     for (let h = 0; h < heads; h++) {
       const g = Math.floor(h / (heads / kvHeads));
