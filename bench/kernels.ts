@@ -1,9 +1,13 @@
 /**
- * Kernel benchmarks (mitata): GEMV and GEMM of 4096×4096 weights in Q8_0, F16 and F32,
- * decode attention, and the pool's dispatch+join of an empty job, at 1 and 2 threads.
+ * Kernel benchmarks (mitata): GEMV and GEMM of 4096×4096 weights in every computable
+ * type (read from the library's type table; random weights quantized by ggml's reference
+ * quantizer), decode attention, and the pool's dispatch+join of an empty job, at 1 and 2
+ * threads.
  *
- *   deno task bench:kernels           a table
- *   deno task bench:kernels --json    [{name, threads, mean_us, gbps, gflops}]
+ *   deno task bench:kernels                     a table
+ *   deno task bench:kernels --json              [{name, threads, mean_us, gbps, gflops}]
+ *   deno task bench:kernels --types q4_0,q4_k   only these weight types
+ *   deno task bench:kernels --filter gemv       only kernels whose name contains this
  *
  * GB/s counts the weight bytes streamed (GEMV); GFLOP/s counts 2·M·K·N (GEMM, attention).
  * Both come from mitata's mean wall time. The table adds the CPU time per call
@@ -14,7 +18,7 @@
 import { parseArgs } from "node:util";
 import process from "node:process";
 import { bench, do_not_optimize, run } from "mitata";
-import { Kernels, quantizeQ8_0 } from "../src/kernels/mod.ts";
+import { computableTypes, Kernels, quantizeRow, rowBytes } from "../src/kernels/mod.ts";
 import { GgmlType } from "../src/gguf/mod.ts";
 import { loadNative, type NativeBuffer } from "../src/native/mod.ts";
 
@@ -24,6 +28,7 @@ const { values } = parseArgs({
     json: { type: "boolean", default: false },
     threads: { type: "string", default: "1,2" },
     filter: { type: "string", default: "" },
+    types: { type: "string", default: "" },
   },
 });
 
@@ -43,21 +48,28 @@ function random(n: number, seed: number): Float32Array {
   return out;
 }
 
+/** 4096×4096 random weights in `type`, quantized row by row with ggml's reference quantizer. */
 function weights(type: number): NativeBuffer {
   const w = random(M * K, 1);
-  if (type === GgmlType.Q8_0) {
-    const q = quantizeQ8_0(native, w);
-    const b = native.alloc(q.length);
-    b.bytes().set(q);
-    return b;
-  }
   if (type === GgmlType.F16) {
     const b = native.alloc(M * K * 2);
     new Float16Array(b.buffer).set(w);
     return b;
   }
-  const b = native.alloc(M * K * 4);
-  b.f32().set(w);
+  if (type === GgmlType.F32) {
+    const b = native.alloc(M * K * 4);
+    b.f32().set(w);
+    return b;
+  }
+  const rowSize = rowBytes(native, type, K);
+  const b = native.alloc(M * rowSize);
+  const bytes = b.bytes();
+  // One quantizer call per 256 rows: fewer FFI crossings, same bytes as row by row.
+  const rowsPerCall = 256;
+  for (let r = 0; r < M; r += rowsPerCall) {
+    const q = quantizeRow(native, type, w.subarray(r * K, (r + rowsPerCall) * K));
+    bytes.set(q, r * rowSize);
+  }
   return b;
 }
 
@@ -76,11 +88,10 @@ for (const k of pools.values()) k.reserve(N, K);
 const x = native.alloc(N * K * 4);
 x.f32().set(random(N * K, 2));
 const out = native.alloc(N * M * 4);
-const typeNames: Array<[number, string, number]> = [
-  [GgmlType.Q8_0, "q8_0", (M * K / 32) * 34],
-  [GgmlType.F16, "f16", M * K * 2],
-  [GgmlType.F32, "f32", M * K * 4],
-];
+// Every type the library computes (its own type table), in ggml id order.
+const typeNames: Array<[number, string, number]> = [...computableTypes(native).values()]
+  .filter((t) => values.types === "" || values.types.split(",").includes(t.name.toLowerCase()))
+  .map((t) => [t.id, t.name.toLowerCase(), rowBytes(native, t.id, K) * M]);
 for (const [type, typeName, bytes] of typeNames) {
   const w = weights(type);
   for (const [threads, k] of pools) {

@@ -1,10 +1,18 @@
 /**
- * The issue-6 table: `dotllm bench` against llama-bench on the synthetic
+ * The issue-6/11 table: `dotllm bench` against llama-bench on the synthetic
  * models of the real shapes (made with `deno task make-model` when missing),
- * pp64 and tg32 at 1 and 2 threads, interleaved cell by cell, plus the
- * memory-bandwidth bound of Llama-3.2-1B Q8_0 decode. Prints markdown.
+ * their Q4_0 and Q4_K_M quantizations of the Llama-3.2-1B shape, and the real
+ * SmolLM2-135M-Instruct Q4_1 file of the test data; pp64 and tg32 at 1 and 2
+ * threads, interleaved cell by cell, plus the memory-bandwidth bound of
+ * Llama-3.2-1B Q8_0 and Q4_K_M decode. Prints markdown.
  *
  *   deno task bench:versus --llama-bench /path/to/llama-bench [-r 3]
+ *     [--llama-quantize /path/to/llama-quantize] [--only q4]
+ *
+ * The 1B Q4_0/Q4_K_M files are made from the synthetic F16 1B file with
+ * `dotllm quantize` when this build has that command, else with the
+ * `--llama-quantize` binary given (for measurement only: the files stay in the
+ * ignored models/). `--only` keeps the rows whose "shape type" contains it.
  *
  * @module
  */
@@ -17,6 +25,8 @@ const { values } = parseArgs({
   options: {
     "llama-bench": { type: "string" },
     repetitions: { type: "string", short: "r" },
+    "llama-quantize": { type: "string" },
+    only: { type: "string", default: "" },
   },
 });
 const llamaBench = values["llama-bench"];
@@ -28,12 +38,71 @@ const repetitions = values.repetitions ?? "3";
 const root = new URL("../", import.meta.url).pathname;
 const launcher = `${root}dotllm`;
 
-const models = [
-  ["smollm-135m", "q8_0"],
-  ["smollm-135m", "f16"],
-  ["smollm-135m", "f32"],
-  ["llama-3.2-1b", "q8_0"],
-] as const;
+const testdata = process.env.DOTLLM_TESTDATA ?? `${root}../shared/testdata`;
+
+/** One benchmarked file: where it is and how to make it when it is missing. */
+interface Model {
+  shape: string;
+  type: string;
+  path: string;
+  make: () => void;
+}
+
+function synthetic(shape: string, type: string): Model {
+  return {
+    shape,
+    type,
+    path: `${root}models/${shape}-${type}.gguf`,
+    make: () => run(["task", "make-model", "--shape", shape, "--type", type]),
+  };
+}
+
+/** The 1B shape quantized to `type` (a llama-quantize type name) from its F16 file. */
+function quantized(shape: string, type: string): Model {
+  const path = `${root}models/${shape}-${type.toLowerCase()}.gguf`;
+  return {
+    shape,
+    type,
+    path,
+    make: () => {
+      const source = synthetic(shape, "f16");
+      if (!existsSync(source.path)) source.make();
+      if (run(["--help"]).includes("quantize")) {
+        run(["quantize", source.path, path, type]);
+        return;
+      }
+      const quantize = values["llama-quantize"];
+      if (quantize === undefined) {
+        throw new Error(
+          `${path} is missing: this build has no \`dotllm quantize\`; pass --llama-quantize`,
+        );
+      }
+      const out = new Deno.Command(quantize, {
+        args: [source.path, path, type],
+        stdout: "null",
+        stderr: "inherit",
+      }).outputSync();
+      if (!out.success) throw new Error(`${quantize} ${source.path} ${path} ${type} failed`);
+    },
+  };
+}
+
+const models: Model[] = [
+  synthetic("smollm-135m", "q8_0"),
+  synthetic("smollm-135m", "f16"),
+  synthetic("smollm-135m", "f32"),
+  synthetic("llama-3.2-1b", "q8_0"),
+  quantized("llama-3.2-1b", "Q4_0"),
+  quantized("llama-3.2-1b", "Q4_K_M"),
+  {
+    shape: "SmolLM2-135M-Instruct (real)",
+    type: "q4_1",
+    path: `${testdata}/models/SmolLM2-135M-Instruct.Q4_1.gguf`,
+    make: () => {
+      throw new Error(`missing test data file ${testdata}/models/SmolLM2-135M-Instruct.Q4_1.gguf`);
+    },
+  },
+].filter((m) => `${m.shape} ${m.type}`.toLowerCase().includes(values.only.toLowerCase()));
 
 function run(args: string[]): string {
   const out = new Deno.Command(launcher, { args, stdout: "piped", stderr: "inherit" }).outputSync();
@@ -55,10 +124,10 @@ const lines = [
   "| model | type | test | threads | dotllm tok/s | llama.cpp tok/s | dotllm / llama.cpp |",
   "| --- | --- | --- | ---: | ---: | ---: | ---: |",
 ];
-let decode1b: Row | undefined;
-for (const [shape, type] of models) {
-  const path = `${root}models/${shape}-${type}.gguf`;
-  if (!existsSync(path)) run(["task", "make-model", "--shape", shape, "--type", type]);
+/** 1-thread decode rows of the 1B shape, by type: compared with the bandwidth bound. */
+const decode1b = new Map<string, { row: Row; path: string }>();
+for (const { shape, type, path, make } of models) {
+  if (!existsSync(path)) make();
   const json = run([
     "bench",
     path,
@@ -82,7 +151,9 @@ for (const [shape, type] of models) {
         `${r.llama_cpp_tok_s_mean.toFixed(1)} ± ${r.llama_cpp_tok_s_std.toFixed(1)} | ` +
         `${r.ratio.toFixed(2)} |`,
     );
-    if (shape === "llama-3.2-1b" && r.test === "tg32" && r.threads === 1) decode1b = r;
+    if (shape === "llama-3.2-1b" && r.test === "tg32" && r.threads === 1) {
+      decode1b.set(type.toUpperCase(), { row: r, path });
+    }
   }
 }
 console.log(lines.join("\n"));
@@ -90,17 +161,17 @@ console.log(lines.join("\n"));
 const bandwidth = JSON.parse(run(["task", "bench:bandwidth", "--json"])) as Array<
   { threads: number; best_gbps: number }
 >;
-if (decode1b !== undefined) {
-  const bytes = statSync(`${root}models/llama-3.2-1b-q8_0.gguf`).size;
+for (const [type, { row, path }] of decode1b) {
+  const bytes = statSync(path).size;
   const gbps = bandwidth.find((b) => b.threads === 1)!.best_gbps;
   const bound = (gbps * 1e9) / bytes;
   console.log(
-    `\nLlama-3.2-1B Q8_0 decode, 1 thread: ${decode1b.tok_s_mean.toFixed(1)} tok/s reads ` +
+    `\nLlama-3.2-1B ${type} decode, 1 thread: ${row.tok_s_mean.toFixed(1)} tok/s reads ` +
       `${(bytes / 1e9).toFixed(2)} GB per token = ${
-        (decode1b.tok_s_mean * bytes / 1e9).toFixed(1)
+        (row.tok_s_mean * bytes / 1e9).toFixed(1)
       } GB/s; ` +
       `measured read bandwidth ${gbps} GB/s bounds it at ${bound.toFixed(1)} tok/s ` +
-      `(${(100 * decode1b.tok_s_mean / bound).toFixed(0)}% of the bound; llama.cpp ` +
-      `${(100 * decode1b.llama_cpp_tok_s_mean / bound).toFixed(0)}%).`,
+      `(${(100 * row.tok_s_mean / bound).toFixed(0)}% of the bound; llama.cpp ` +
+      `${(100 * row.llama_cpp_tok_s_mean / bound).toFixed(0)}%).`,
   );
 }
