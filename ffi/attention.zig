@@ -78,15 +78,28 @@ pub fn Job(comptime T: type) type {
             return .{ .first = first, .count = pos + 1 - first };
         }
 
-        /// tinyBLAS takes kq when the batch has 2+ tokens and head_dim is a multiple of 16.
-        fn kqMode(job: *const @This()) Mode {
-            return if (job.tokens >= 2 and job.head_dim % lanes == 0) .gemm else .vec_dot;
+        /// True when token t's sequence (slot) has another token in this batch. llama.cpp
+        /// batches one sequence, so its "2+ tokens in the batch" is this; deciding per
+        /// sequence keeps each sequence's results what it gets decoded alone, whatever
+        /// other sequences share the batch.
+        fn batched(job: *const @This(), t: usize) bool {
+            const slot = job.slots[t];
+            if (t > 0 and job.slots[t - 1] == slot) return true;
+            if (t + 1 < job.tokens and job.slots[t + 1] == slot) return true;
+            for (0..job.tokens) |u| if (u != t and job.slots[u] == slot) return true;
+            return false;
         }
 
-        /// tinyBLAS takes kqv when the batch has 2+ tokens and head_dim (its rows) is a
-        /// multiple of 4; the KV length is padded to 256 cells, a multiple of its 16.
-        fn kqvMode(job: *const @This()) Mode {
-            return if (job.tokens >= 2 and job.head_dim % 4 == 0) .gemm else .vec_dot;
+        /// tinyBLAS takes kq when the sequence has 2+ tokens in the batch and head_dim is a
+        /// multiple of 16.
+        fn kqMode(job: *const @This(), t: usize) Mode {
+            return if (job.batched(t) and job.head_dim % lanes == 0) .gemm else .vec_dot;
+        }
+
+        /// tinyBLAS takes kqv when the sequence has 2+ tokens in the batch and head_dim (its
+        /// rows) is a multiple of 4; the KV length is padded to 256 cells, a multiple of its 16.
+        fn kqvMode(job: *const @This(), t: usize) Mode {
+            return if (job.batched(t) and job.head_dim % 4 == 0) .gemm else .vec_dot;
         }
     };
 }
@@ -319,13 +332,17 @@ fn attendUnit(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode,
 
 /// Units are (token, KV head) pairs, token-major.
 fn attendRange(comptime T: type, job: *const Job(T), unit_begin: usize, unit_end: usize) void {
-    switch (job.kqMode()) {
-        inline else => |kq_mode| switch (job.kqvMode()) {
-            inline else => |kqv_mode| switch (job.head_dim) {
-                inline 64, 128 => |head_dim| for (unit_begin..unit_end) |u| attendUnit(T, kq_mode, kqv_mode, head_dim, job, u / job.kv_heads, u % job.kv_heads),
-                else => for (unit_begin..unit_end) |u| attendUnit(T, kq_mode, kqv_mode, null, job, u / job.kv_heads, u % job.kv_heads),
+    for (unit_begin..unit_end) |u| {
+        const t = u / job.kv_heads;
+        const g = u % job.kv_heads;
+        switch (job.kqMode(t)) {
+            inline else => |kq_mode| switch (job.kqvMode(t)) {
+                inline else => |kqv_mode| switch (job.head_dim) {
+                    inline 64, 128 => |head_dim| attendUnit(T, kq_mode, kqv_mode, head_dim, job, t, g),
+                    else => attendUnit(T, kq_mode, kqv_mode, null, job, t, g),
+                },
             },
-        },
+        }
     }
 }
 
@@ -351,9 +368,9 @@ pub fn reference(comptime T: type, job: Job(T), scores: []f32) void {
     const kv_dim = job.kv_heads * job.head_dim;
     const group = job.heads / job.kv_heads;
     const n = job.head_dim;
-    const kq_mode = job.kqMode();
-    const kqv_mode = job.kqvMode();
     for (0..job.tokens) |t| for (0..job.heads) |h| {
+        const kq_mode = job.kqMode(t);
+        const kqv_mode = job.kqvMode(t);
         const g = h / group;
         const q = job.q + (t * job.heads + h) * n;
         const range = job.keyRange(t);
@@ -564,8 +581,13 @@ test "a batch mixing slots, windows and ring rows: each token as the reference c
             single.tokens = 1;
             single.out = &alone;
             try testing.expectEqual(Status.ok, attention(f32, pool, single));
-            // Alone (ggml_vec_dot order), the same values within rounding.
-            for (alone, together[t * heads * head_dim ..][0 .. heads * head_dim]) |a, b| try testing.expectApproxEqAbs(a, b, 2e-5);
+            // Alone (ggml_vec_dot order), the same values within rounding; bit for bit when
+            // the token is its sequence's only one in the batch (the mode is per sequence).
+            const batched_part = together[t * heads * head_dim ..][0 .. heads * head_dim];
+            for (alone, batched_part) |a, b| try testing.expectApproxEqAbs(a, b, 2e-5);
+            var same_slot: usize = 0;
+            for (slots[0..checked]) |slot| same_slot += @intFromBool(slot == slots[t]);
+            if (same_slot == 1) try testing.expectEqualSlices(f32, &alone, batched_part);
             var expected: [heads * head_dim]f32 = undefined;
             single.out = &expected;
             reference(f32, single, &scores);
