@@ -33,10 +33,9 @@ export interface CachedModel {
   path: string;
 }
 
-/** The branch names under `refs/`, by the commit each names. */
-function readRefs(repoDir: string): Map<string, string[]> {
-  const byCommit = new Map<string, string[]>();
-  const refsDir = join(repoDir, "refs");
+/** Every file under `repoDir/refs/` (recursively), as absolute paths; none when it is absent. */
+function refFiles(repoDir: string): string[] {
+  const files: string[] = [];
   const walk = (dir: string) => {
     let entries: fs.Dirent[];
     try {
@@ -46,20 +45,27 @@ function readRefs(repoDir: string): Map<string, string[]> {
     }
     for (const entry of entries) {
       const path = join(dir, entry.name);
-      if (entry.isDirectory()) {
-        walk(path);
-        continue;
-      }
-      try {
-        const commit = fs.readFileSync(path, "utf8").trim();
-        const name = relative(refsDir, path).split("\\").join("/");
-        byCommit.set(commit, [...(byCommit.get(commit) ?? []), name]);
-      } catch {
-        // unreadable: not a ref
-      }
+      if (entry.isDirectory()) walk(path);
+      else files.push(path);
     }
   };
-  walk(refsDir);
+  walk(join(repoDir, "refs"));
+  return files;
+}
+
+/** The branch names under `refs/`, by the commit each names. */
+function readRefs(repoDir: string): Map<string, string[]> {
+  const byCommit = new Map<string, string[]>();
+  const refsDir = join(repoDir, "refs");
+  for (const path of refFiles(repoDir)) {
+    try {
+      const commit = fs.readFileSync(path, "utf8").trim();
+      const name = relative(refsDir, path).split("\\").join("/");
+      byCommit.set(commit, [...(byCommit.get(commit) ?? []), name]);
+    } catch {
+      // unreadable: not a ref
+    }
+  }
   return byCommit;
 }
 
@@ -220,23 +226,8 @@ export function removeCached(ref: HubRef, cacheDir = hubCacheDir()): Removed {
 
 /** Removes `refs/*` naming a snapshot that is gone (cache scanners reject those). */
 function dropDanglingRefs(repoDir: string): void {
-  const refsDir = join(repoDir, "refs");
-  const walk = (dir: string) => {
-    let entries: fs.Dirent[];
-    try {
-      entries = fs.readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const entry of entries) {
-      const path = join(dir, entry.name);
-      if (entry.isDirectory()) {
-        walk(path);
-        continue;
-      }
-      const commit = fs.readFileSync(path, "utf8").trim();
-      if (!fs.existsSync(join(repoDir, "snapshots", commit))) fs.rmSync(path, { force: true });
-    }
-  };
-  walk(refsDir);
+  for (const path of refFiles(repoDir)) {
+    const commit = fs.readFileSync(path, "utf8").trim();
+    if (!fs.existsSync(join(repoDir, "snapshots", commit))) fs.rmSync(path, { force: true });
+  }
 }
