@@ -26,6 +26,7 @@ import { detokenizeCommand } from "./src/cli/detokenize.ts";
 import { listCommand } from "./src/cli/list.ts";
 import { pullCommand } from "./src/cli/pull.ts";
 import { rmCommand } from "./src/cli/rm.ts";
+import { HubError } from "./src/hub/errors.ts";
 import { VERSION } from "./src/version.ts";
 
 /** Every command, in the order `--help` lists them. */
@@ -139,7 +140,10 @@ export async function main(args: string[]): Promise<number> {
       writeStderr(`${prefix} ${message} (see \`${hint}\`)\n`);
       return 2;
     }
-    writeStderr(`${prefix} ${message}\n`);
+    // The library's Hub messages name no flag; the CLI says which one gives the token.
+    const authFailed = error instanceof HubError && (error.status === 401 || error.status === 403);
+    const hint = authFailed ? " [the token: HF_TOKEN or --token]" : "";
+    writeStderr(`${prefix} ${message}${hint}\n`);
     return 1;
   }
 }

@@ -208,17 +208,17 @@ Deno.test("401, 403 and 404 give one clear line naming what to do", async () => 
     [
       ["pull", "org/nothing"],
       {},
-      /^dotllm: org\/nothing: 401 Unauthorized: the repository does not exist, or it is private or gated; if it is private or gated, set HF_TOKEN or pass --token \(the Hub says: Repository not found\)\n$/,
+      /^dotllm: org\/nothing: 401 Unauthorized: the repository does not exist, or it is private or gated; if it is private or gated, set HF_TOKEN or give an access token \(the Hub says: Repository not found\) \[the token: HF_TOKEN or --token\]\n$/,
     ],
     [
       ["pull", "org/private:Q8_0"],
       {},
-      /^dotllm: org\/private: 401 Unauthorized: .*set HF_TOKEN or pass --token/,
+      /^dotllm: org\/private: 401 Unauthorized: .*set HF_TOKEN or give an access token.*\[the token: HF_TOKEN or --token\]\n$/,
     ],
     [
       ["pull", "org/private:Q8_0", "--token", "hf_wrong"],
       {},
-      /^dotllm: org\/private: 401 Unauthorized: .*the token given \(HF_TOKEN or --token\) was not accepted/,
+      /^dotllm: org\/private: 401 Unauthorized: .*the access token given was not accepted/,
     ],
     [
       ["pull", "org/gated/g-Q8_0.gguf"],

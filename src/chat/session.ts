@@ -199,7 +199,7 @@ export class ChatSession {
     if (prompt.length >= model.contextSize) {
       throw new RangeError(
         `the message makes a prompt of ${prompt.length} tokens, which the context of ` +
-          `${model.contextSize} tokens cannot hold (raise -c/--ctx-size)`,
+          `${model.contextSize} tokens cannot hold (raise the context size)`,
       );
     }
     this.#messages = turn;

@@ -227,7 +227,8 @@ class ChatLoop {
     } catch (error) {
       // The message does not fit, or the template refuses the conversation: say so, keep going.
       if (error instanceof RangeError || error instanceof ChatTemplateError) {
-        writeStderr(`dotllm: ${oneLine(error.message)} (the message was not sent)\n`);
+        const hint = error instanceof RangeError ? "; -c/--ctx-size sets it" : "";
+        writeStderr(`dotllm: ${oneLine(error.message)}${hint} (the message was not sent)\n`);
         return true;
       }
       throw error;

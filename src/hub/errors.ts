@@ -54,8 +54,8 @@ export async function hubErrorFor(
   const suffix = detail ? ` (the Hub says: ${detail})` : "";
   const status = response.status;
   const tokenHint = token.hasToken
-    ? "the token given (HF_TOKEN or --token) was not accepted for it"
-    : "if it is private or gated, set HF_TOKEN or pass --token";
+    ? "the access token given was not accepted for it"
+    : "if it is private or gated, set HF_TOKEN or give an access token";
   let message: string;
   if (status === 401) {
     message = code === "RepoNotFound" || !token.hasToken
@@ -63,11 +63,11 @@ export async function hubErrorFor(
       : `${repo}: 401 Unauthorized: ${tokenHint}`;
   } else if (status === 403) {
     message = code === "GatedRepo" || /gated/i.test(detail)
-      ? `${repo}: 403 Forbidden: the repository is gated: accept its terms on its Hub page, then use a token (HF_TOKEN or --token) of that account`
+      ? `${repo}: 403 Forbidden: the repository is gated: accept its terms on its Hub page, then use an access token of that account`
       : `${repo}: 403 Forbidden: ${
         token.hasToken
           ? "the token has no read access to it"
-          : "set HF_TOKEN or pass --token with a token that can read it"
+          : "set HF_TOKEN or give an access token that can read it"
       }`;
   } else if (status === 404) {
     if (code === "EntryNotFound") message = `${what}: 404 Not Found: no such file in ${repo}`;

@@ -240,7 +240,8 @@ export class Scheduler {
       emit({
         type: "error",
         status: 400,
-        message: `the prompt is ${n} tokens; the context holds ${ctx} per slot (raise -c)`,
+        message:
+          `the prompt is ${n} tokens; the context holds ${ctx} per slot (raise the server's context size)`,
       });
       return id;
     }
