@@ -13,7 +13,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { generate } from "../src/generation/mod.ts";
-import { LlamaModel, type ModelKernels } from "../src/model/mod.ts";
+import { LlamaModel, type ForwardOps } from "../src/model/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
 
 const { values, positionals } = parseArgs({
@@ -33,7 +33,7 @@ const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 // First (before any real kernels make its call sites polymorphic), the forward
 // pass's own JavaScript with kernels that do nothing: what the model layer
 // allocates per token, apart from the kernel wrappers and the FFI.
-const noKernels: ModelKernels = {
+const noKernels: ForwardOps = {
   threadCount: 1,
   matmul(_type, out) {
     if (out === -1) throw new Error("unreachable");

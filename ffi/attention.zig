@@ -32,7 +32,7 @@
 const std = @import("std");
 const simd = @import("simd.zig");
 const pool_zig = @import("pool.zig");
-const kernels = @import("kernels.zig");
+const ops = @import("ops.zig");
 
 const Pool = pool_zig.Pool;
 const Status = pool_zig.Status;
@@ -40,7 +40,7 @@ const Status = pool_zig.Status;
 const lanes = 16;
 const V16 = @Vector(lanes, f32);
 
-pub const head_dim_max = kernels.head_dim_max;
+pub const head_dim_max = ops.head_dim_max;
 /// Keys whose scores a unit keeps per head (a multiple of 64); beyond this the scores of
 /// each window of keys are recomputed, trading time for a fixed stack frame.
 pub const score_capacity = 1024;

@@ -21,7 +21,7 @@
 const std = @import("std");
 const pool_zig = @import("pool.zig");
 const types = @import("types.zig");
-const kernels = @import("kernels.zig");
+const ops = @import("ops.zig");
 const attention = @import("attention.zig");
 const arch_ops = @import("arch_ops.zig");
 
@@ -37,7 +37,7 @@ pub const dim_max: u64 = 1 << 32;
 /// Most elements one operand may span: 2^40 (4 TiB of f32), far above any model.
 pub const elements_max: u64 = 1 << 40;
 /// Largest head dimension (rope and attention keep per-head tables on the stack).
-pub const head_dim_max: u64 = kernels.head_dim_max;
+pub const head_dim_max: u64 = ops.head_dim_max;
 
 /// Why a graph was refused (negated as the return value of `dotllm_graph_run`).
 pub const GraphError = enum(i32) {
@@ -344,7 +344,7 @@ fn runAttention(comptime T: type, pool: *Pool, op: *const Op) Status {
 
 fn storeKv(comptime T: type, op: *const Op) void {
     const a = op.as(.store_kv);
-    kernels.storeKv(T, ptr([*]T, a.cache), ptr([*]const f32, a.src), ptr([*]const i32, a.positions), ptr([*]const i32, a.slots), n(a.tokens), n(a.kv_dim), n(a.slot_rows));
+    ops.storeKv(T, ptr([*]T, a.cache), ptr([*]const f32, a.src), ptr([*]const i32, a.positions), ptr([*]const i32, a.slots), n(a.tokens), n(a.kv_dim), n(a.slot_rows));
 }
 
 fn runOp(pool: *Pool, op: *const Op, act: *ActState) Status {
@@ -355,11 +355,11 @@ fn runOp(pool: *Pool, op: *const Op, act: *ActState) Status {
         .matmul => return runMatmul(pool, op, act),
         .rmsnorm => {
             const a = op.as(.rmsnorm);
-            return kernels.rmsnorm(pool, ptr([*]f32, a.out), ptr([*]const f32, a.x), ptr([*]const f32, a.weight), n(a.n), n(a.tokens), @floatCast(a.eps));
+            return ops.rmsnorm(pool, ptr([*]f32, a.out), ptr([*]const f32, a.x), ptr([*]const f32, a.weight), n(a.n), n(a.tokens), @floatCast(a.eps));
         },
         .rope => {
             const a = op.as(.rope);
-            return kernels.rope(pool, .{
+            return ops.rope(pool, .{
                 .x = ptr([*]f32, a.x),
                 .positions = ptr([*]const i32, a.positions),
                 .tokens = n(a.tokens),
@@ -378,11 +378,11 @@ fn runOp(pool: *Pool, op: *const Op, act: *ActState) Status {
         .attention => return if (f16_cache) runAttention(f16, pool, op) else runAttention(f32, pool, op),
         .swiglu => {
             const a = op.as(.swiglu);
-            return kernels.swiglu(pool, ptr([*]f32, a.out), ptr([*]const f32, a.gate), ptr([*]const f32, a.up), n(a.n));
+            return ops.swiglu(pool, ptr([*]f32, a.out), ptr([*]const f32, a.gate), ptr([*]const f32, a.up), n(a.n));
         },
         .add => {
             const a = op.as(.add);
-            return kernels.add(pool, ptr([*]f32, a.out), ptr([*]const f32, a.a), ptr([*]const f32, a.b), n(a.n));
+            return ops.add(pool, ptr([*]f32, a.out), ptr([*]const f32, a.a), ptr([*]const f32, a.b), n(a.n));
         },
         .geglu => {
             const a = op.as(.geglu);
@@ -423,15 +423,15 @@ fn prefetchNextWeights(rest: []const Op) void {
 
 /// Checks every op, then runs them in order on the pool. Returns 0, 1 if a worker
 /// panicked, or the negated `GraphError` of the first malformed op (nothing run).
-export fn dotllm_graph_run(pool: *Pool, ops: [*]const Op, op_count: usize) i32 {
+export fn dotllm_graph_run(pool: *Pool, op_list: [*]const Op, op_count: usize) i32 {
     if (op_count > op_count_max) return -@intFromEnum(GraphError.too_many_ops);
-    for (ops[0..op_count]) |*op| {
+    for (op_list[0..op_count]) |*op| {
         _ = std.meta.intToEnum(OpCode, op.code) catch return -@intFromEnum(GraphError.unknown_op);
         validate(op, pool) catch |err| return -@intFromEnum(errorCode(err));
     }
     var act: ActState = .{};
-    for (ops[0..op_count], 0..) |*op, index| {
-        prefetchNextWeights(ops[index + 1 .. op_count]);
+    for (op_list[0..op_count], 0..) |*op, index| {
+        prefetchNextWeights(op_list[index + 1 .. op_count]);
         const status = runOp(pool, op, &act);
         if (status != .ok) return @intFromEnum(status);
     }
@@ -549,8 +549,8 @@ test "a graph gives bit-identical results at 1..4 threads, equal to the ops run 
             const pool = try Pool.create(testing.allocator, @intCast(threads));
             defer pool.destroy(testing.allocator);
             try pool.reserve(testing.allocator, types.scratchBytes(c, tokens));
-            const ops = layerOps(&actual, weight_type, w, tokens);
-            try testing.expectEqual(@as(i32, 0), dotllm_graph_run(pool, &ops, ops.len));
+            const layer = layerOps(&actual, weight_type, w, tokens);
+            try testing.expectEqual(@as(i32, 0), dotllm_graph_run(pool, &layer, layer.len));
             try testing.expectEqualSlices(f32, &expected.x, &actual.x);
             try testing.expectEqualSlices(f32, &expected.xb, &actual.xb);
             try testing.expectEqualSlices(f16, &expected.k_cache, &actual.k_cache);
@@ -588,8 +588,8 @@ test "a malformed op anywhere in a graph is refused with its error and nothing r
         .{ .op = opOf(.attention, 0, .{ .out = addr(&x), .q = addr(&x), .k = addr(&x), .v = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = huge, .heads = 2, .kv_heads = 2, .head_dim = 4, .slot_rows = 4, .slot_count = 2, .window = 0, .scale = 1 }), .want = .bad_count },
     };
     for (cases) |case| {
-        const ops = [_]Op{ good, case.op };
-        try testing.expectEqual(-@intFromEnum(case.want), dotllm_graph_run(pool, &ops, ops.len));
+        const pair = [_]Op{ good, case.op };
+        try testing.expectEqual(-@intFromEnum(case.want), dotllm_graph_run(pool, &pair, pair.len));
         for (x) |v| try testing.expectEqual(@as(f32, 1), v);
     }
     try testing.expectEqual(-@intFromEnum(GraphError.too_many_ops), dotllm_graph_run(pool, &[_]Op{good}, op_count_max + 1));

@@ -3,7 +3,7 @@
 const std = @import("std");
 const pool_zig = @import("pool.zig");
 const matmul = @import("matmul.zig");
-const kernels = @import("kernels.zig");
+const ops = @import("ops.zig");
 const attention = @import("attention.zig");
 const quant = @import("quant.zig");
 
@@ -62,12 +62,12 @@ test "no allocation on the hot path: 100 decode-like steps after reserve" {
     std.debug.assert(positions.len >= tokens);
     const calls_after_setup = counting.calls;
     for (0..100) |_| {
-        try std.testing.expectEqual(pool_zig.Status.ok, kernels.rmsnorm(pool, &y, &x, &norm, dim, tokens, 1e-5));
+        try std.testing.expectEqual(pool_zig.Status.ok, ops.rmsnorm(pool, &y, &x, &norm, dim, tokens, 1e-5));
         try std.testing.expectEqual(pool_zig.Status.ok, matmul.matmulQ8_0(pool, &y, &weights_q8, &x, dim, dim, tokens));
         try std.testing.expectEqual(pool_zig.Status.ok, matmul.matmulFloat(f32, pool, &y, &weights_f32, &x, dim, dim, tokens));
         try std.testing.expectEqual(pool_zig.Status.ok, attention.attention(f32, pool, .{ .out = &y, .q = &x, .k = &kv, .v = &kv, .positions = &positions, .slots = &slots, .tokens = tokens, .heads = 4, .kv_heads = 2, .head_dim = 16, .slot_rows = 8, .window = 0, .scale = 0.25 }));
-        try std.testing.expectEqual(pool_zig.Status.ok, kernels.swiglu(pool, &y, &x, &x, tokens * dim));
-        try std.testing.expectEqual(pool_zig.Status.ok, kernels.add(pool, &y, &y, &x, tokens * dim));
+        try std.testing.expectEqual(pool_zig.Status.ok, ops.swiglu(pool, &y, &x, &x, tokens * dim));
+        try std.testing.expectEqual(pool_zig.Status.ok, ops.add(pool, &y, &y, &x, tokens * dim));
     }
     try std.testing.expectEqual(calls_after_setup, counting.calls);
 }

@@ -13,7 +13,7 @@ pub const quant = @import("quant.zig");
 pub const types = @import("types.zig");
 pub const matmul_quant = @import("matmul_quant.zig");
 pub const matmul = @import("matmul.zig");
-pub const kernels = @import("kernels.zig");
+pub const ops = @import("ops.zig");
 pub const attention = @import("attention.zig");
 pub const bandwidth = @import("bandwidth.zig");
 pub const graph = @import("graph.zig");
@@ -39,7 +39,7 @@ comptime {
     _ = types;
     _ = matmul_quant;
     _ = matmul;
-    _ = kernels;
+    _ = ops;
     _ = attention;
     _ = bandwidth;
     _ = graph;

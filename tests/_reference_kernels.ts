@@ -6,12 +6,12 @@
  *
  * @module
  */
-import type { ModelKernels } from "../src/model/kernels.ts";
+import type { ForwardOps } from "../src/model/ops.ts";
 import type { Native } from "../src/native/native.ts";
 import { f16ToF32 } from "../src/gguf/writer.ts";
 
 /** The reference kernels over native memory. */
-export class ReferenceKernels implements ModelKernels {
+export class ReferenceKernels implements ForwardOps {
   readonly threadCount = 1;
   #native: Native;
 

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { Kernels } from "../src/kernels/mod.ts";
-import { LlamaModel, type ModelKernels } from "../src/model/mod.ts";
+import { LlamaModel, type ForwardOps } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { golden } from "./_golden.ts";
 import { assertBitIdentical } from "./_kernels.ts";
@@ -24,7 +24,7 @@ function argmax(x: Float32Array): number {
 }
 
 /** Every step's logits of greedy decoding the golden case's first prompt (as one batch). */
-function steps(model: string, kernels: ModelKernels): Float32Array[] {
+function steps(model: string, kernels: ForwardOps): Float32Array[] {
   const c = golden(model)[0];
   using m = LlamaModel.load(testdata(`models/${model}.gguf`), { kernels, contextSize: 128 });
   const out: Float32Array[] = [];

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { GgmlType } from "../src/gguf/types.ts";
 import { Kernels } from "../src/kernels/mod.ts";
-import { LlamaModel, type ModelKernels } from "../src/model/mod.ts";
+import { LlamaModel, type ForwardOps } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { syntheticModel, type SyntheticShape } from "./_synthetic.ts";
 
@@ -26,7 +26,7 @@ const SHAPE: SyntheticShape = {
 };
 
 /** The same kernels without graphs: every call runs (and dispatches) on its own. */
-function oneByOne(k: Kernels): ModelKernels {
+function oneByOne(k: Kernels): ForwardOps {
   return {
     threadCount: k.threadCount,
     reserve: (tokens, cols) => k.reserve(tokens, cols),
@@ -42,7 +42,7 @@ function oneByOne(k: Kernels): ModelKernels {
   };
 }
 
-function logitsOf(type: number, kernels: ModelKernels): Float32Array[] {
+function logitsOf(type: number, kernels: ForwardOps): Float32Array[] {
   const s = syntheticModel(native, { type, shape: SHAPE, seed: 3 });
   try {
     using model = new LlamaModel(native, s.gguf, s.base, undefined, { kernels });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { GgufTensorInfo } from "../src/gguf/reader.ts";
 import { GgmlType } from "../src/gguf/types.ts";
-import { LlamaModel, type ModelKernels, type ModelOptions } from "../src/model/mod.ts";
+import { LlamaModel, type ForwardOps, type ModelOptions } from "../src/model/mod.ts";
 import { Kernels } from "../src/kernels/mod.ts";
 import { ReferenceKernels } from "./_reference_kernels.ts";
 import { loadNative } from "../src/native/mod.ts";
@@ -13,7 +13,7 @@ const PROMPT = [1, 5, 9, 77, 3, 100, 42, 8, 19];
 /** Logits after the prompt (batched), then after 3 decoded tokens. */
 function logitsOf(
   options: Parameters<typeof syntheticModel>[1],
-  kernels: ModelKernels,
+  kernels: ForwardOps,
   modelOptions: ModelOptions = {},
 ): Float32Array[] {
   const s = syntheticModel(native, options);

@@ -30,7 +30,7 @@ import { computableType } from "./types.ts";
 
 /** Most threads a pool may have (as `thread_count_max` in `ffi/pool.zig`). */
 export const THREAD_COUNT_MAX = 256;
-/** Largest head dimension RoPE and attention accept (as `head_dim_max` in `ffi/kernels.zig`). */
+/** Largest head dimension RoPE and attention accept (as `head_dim_max` in `ffi/ops.zig`). */
 export const HEAD_DIM_MAX = 512;
 
 function checkCount(name: string, value: number, min = 1): void {

@@ -30,7 +30,7 @@ import type { Native, NativeBuffer } from "../native/native.ts";
 import type { Batch } from "./batch.ts";
 import { ModelError } from "./errors.ts";
 import { forward, type ForwardBuffers, missingOps } from "./forward.ts";
-import type { ModelKernels } from "./kernels.ts";
+import type { ForwardOps } from "./ops.ts";
 import { type CacheType, KvCache } from "./kv_cache.ts";
 import { tagged } from "./_tagged.ts";
 import type { Model } from "./model.ts";
@@ -50,7 +50,7 @@ export interface ContextOptions {
   /** Kernel threads; 0 (default) = every CPU. */
   threads?: number;
   /** The kernels to run on (closed by the caller), or a factory (closed by the context). */
-  kernels?: ModelKernels | ((native: Native, threads: number) => ModelKernels);
+  kernels?: ForwardOps | ((native: Native, threads: number) => ForwardOps);
 }
 
 /** Bytes a context and its model hold, by kind. */
@@ -70,7 +70,7 @@ export const DEFAULT_BATCH_SIZE = 512;
 /** Most slots a context holds (each slot's history is a JS array; a server's parallel limit). */
 export const SLOT_COUNT_MAX = 1024;
 
-function nativeKernels(native: Native, threads: number): ModelKernels {
+function nativeKernels(native: Native, threads: number): ForwardOps {
   return new Kernels(native, threads);
 }
 
@@ -85,7 +85,7 @@ function positiveInteger(name: string, value: number, max: number): number {
 export class Context {
   readonly model: Model;
   readonly cache: KvCache;
-  readonly kernels: ModelKernels;
+  readonly kernels: ForwardOps;
   /** Positions per slot. */
   readonly contextSize: number;
   /** Most tokens per decode. */

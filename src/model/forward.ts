@@ -10,7 +10,7 @@
  */
 import type { Architecture } from "./arch.ts";
 import type { ModelConfig } from "./config.ts";
-import type { ModelKernels } from "./kernels.ts";
+import type { ForwardOps } from "./ops.ts";
 import type { ModelWeights } from "./weights.ts";
 
 /** F32, as a ggml type id (the activations' type, for `getRows` over them). */
@@ -76,7 +76,7 @@ export interface ForwardBuffers {
  * or undefined when it can run. An architecture that needs a new op names
  * it here until the op exists.
  */
-export function missingOps(model: ForwardModel, kernels: ModelKernels): string | undefined {
+export function missingOps(model: ForwardModel, kernels: ForwardOps): string | undefined {
   const a = model.architecture;
   const missing: string[] = [];
   if (model.weights.layers.some((l) => l.bq || l.bk || l.bv) && !kernels.addRows) {
@@ -96,7 +96,7 @@ export function missingOps(model: ForwardModel, kernels: ModelKernels): string |
  * caller wraps it in `beginGraph`/`endGraph`.
  */
 export function forward(
-  k: ModelKernels,
+  k: ForwardOps,
   m: ForwardModel,
   cache: ForwardCache,
   b: ForwardBuffers,

@@ -20,7 +20,7 @@ import { loadNative } from "../native/native.ts";
 import { Batch } from "./batch.ts";
 import type { ModelConfig } from "./config.ts";
 import { Context, type ContextOptions, type ModelMemory } from "./context.ts";
-import type { ModelKernels } from "./kernels.ts";
+import type { ForwardOps } from "./ops.ts";
 import type { CacheType } from "./kv_cache.ts";
 import { Model } from "./model.ts";
 import type { ModelWeights } from "./weights.ts";
@@ -102,7 +102,7 @@ export class LlamaModel {
   get memory(): ModelMemory {
     return this.context.memory;
   }
-  get kernels(): ModelKernels {
+  get kernels(): ForwardOps {
     return this.context.kernels;
   }
   /** Threads the kernels use. */

@@ -37,7 +37,7 @@ export {
   SLOT_COUNT_MAX,
 } from "./context.ts";
 export { ModelError } from "./errors.ts";
-export type { CacheTypeId, ModelKernels } from "./kernels.ts";
+export type { CacheTypeId, ForwardOps } from "./ops.ts";
 export { type CacheType, KvCache } from "./kv_cache.ts";
 export { LlamaModel, type ModelOptions } from "./llama_model.ts";
 export { Model } from "./model.ts";

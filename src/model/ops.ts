@@ -19,7 +19,7 @@
 export type CacheTypeId = 0 | 1;
 
 /** The operations of one forward pass. */
-export interface ModelKernels {
+export interface ForwardOps {
   /** Threads the kernels run on. */
   readonly threadCount: number;
   /** Reserves scratch (e.g. quantized activations) for up to `maxTokens × maxCols`. */
