@@ -56,3 +56,15 @@ Deno.test(`gemma3 270M Q4_K_M: a 1,984-token prompt past the 512 window, 16 toke
   assert.deepEqual(r.idMismatches, []);
   assert.ok(r.maxError <= TOLERANCE, `max error ${r.maxError}`);
 });
+
+Deno.test("gemma3 270M Q4_K_M: a context smaller than the 512 window runs (the window covers it) and decodes as llama.cpp", () => {
+  using model = LlamaModel.load(ensureGemma(), { threads: 2, contextSize: 128 });
+  const r = compareSteps(
+    model,
+    cases("gemma-3-270m-q4_k_m.greedy.json").slice(0, 1),
+    TOLERANCE,
+    ID_MARGIN,
+  );
+  assert.deepEqual(r.idMismatches, []);
+  assert.ok(r.maxError <= TOLERANCE, `max error ${r.maxError}`);
+});

@@ -168,7 +168,9 @@ export function forward(
     if (qScale !== 1) k.scale!(q, q, qScale, T * Q); // Gemma: q ×= 1/√key_length
     k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows, slotCount); // kCache[slot][pos]
     k.storeKv(ct, vCache, v, pos, slots, T, KV, rows, slotCount); // vCache[slot][pos]
-    const window = m.layerWindows[l];
+    // A window wider than a context-sized cache never masks: the whole context (the kernel
+    // takes no window past its rows).
+    const window = Math.min(m.layerWindows[l], rows);
     k.attention(
       ct,
       att,
