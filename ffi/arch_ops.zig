@@ -27,9 +27,15 @@ const parallel_threshold_elements: usize = 1 << 15;
 const sqrt_2_over_pi: f32 = 0.79788456080286535587989211986876;
 const gelu_coef_a: f32 = 0.044715;
 
-/// ggml's `ggml_gelu_f32`, evaluated in f32 in ggml's order.
+/// ggml's `ggml_gelu_f32`, evaluated in f32 in ggml's order as the reference build compiles
+/// it: GCC contracts `1.0f + GELU_COEF_A*x*x` into one fma (`-ffp-contract=fast`, its GNU C
+/// default, on an FMA target such as a GGML_NATIVE build here). With that fma, every entry
+/// of the 65,536-entry table equals the reference build's `ggml_table_gelu_f16` (checked
+/// against the table read out of its libggml-cpu.so); without it, entry 0xbfff (-1.999)
+/// differs by one F16 ulp, which moved one FFN activation in most layers of Gemma 3.
 pub fn geluF32(x: f32) f32 {
-    return 0.5 * x * (1.0 + std.math.tanh(sqrt_2_over_pi * x * (1.0 + gelu_coef_a * x * x)));
+    const inner = @mulAdd(f32, gelu_coef_a * x, x, 1.0);
+    return 0.5 * x * (1.0 + std.math.tanh(sqrt_2_over_pi * x * inner));
 }
 
 /// GELU of `x` as ggml's CPU backend computes it (the F16 table path).
@@ -144,6 +150,8 @@ test "geglu: ggml's F16-table GELU times up, bit-identical for 1..4 threads" {
     try testing.expectApproxEqAbs(@as(f32, -0.1588), referenceGelu(-1), 1e-3);
     try testing.expectEqual(@as(f32, 0), referenceGelu(-10));
     try testing.expectEqual(@as(f32, 12.5), referenceGelu(12.5));
+    // The entry the fma decides (ggml's table holds 0xa9d3 for -1.999, not 0xa9d2).
+    try testing.expectEqual(@as(u16, 0xa9d3), @as(u16, @bitCast(@as(f16, @floatCast(referenceGelu(@as(f16, @bitCast(@as(u16, 0xbfff)))))))));
 }
 
 test "addRows and scale match their definitions on awkward sizes, 1..4 threads" {

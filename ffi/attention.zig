@@ -20,9 +20,16 @@
 //! chains over steps of 64, summed 0+2, 1+3, then together, then the lane tree; a tail
 //! of fewer than 64 in double). `Mode` names the two; the batch's token count chooses,
 //! as there, so a token's result depends on its own query, its slot's rows and whether
-//! it was decoded alone. Keys sit in lanes by their index from the first visible key
-//! (llama.cpp's cell 0); cells it masks contribute exact zeros, so its padding of the KV
-//! length to 256 cells changes nothing.
+//! it was decoded alone. Keys sit in lanes by their position, oldest first, as in
+//! llama.cpp's cache of the C API's defaults (`swa_full`: a sliding layer keeps every
+//! cell, position p in cell p): the softmax sums 16-key chunks of cells in order and kqv
+//! accumulates cell p in lane p % 16 (or % 64), so a window starting at position `first`
+//! keeps `first % 64` masked lanes before its first key (our ring's rows hold the data;
+//! the lanes come from positions). Cells it masks contribute exact zeros, so its padding
+//! of the KV length to 256 cells, and the whole masked 64-cell blocks before the window
+//! (skipped here), change nothing. (With `swa_full` off — llama-server's and llama-cli's
+//! default — its SWA cache is a ring of window + ubatch cells padded to 256 and a wrapped
+//! window is summed in cell order instead; not followed.)
 //!
 //! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads.
 //! Each unit is computed by one thread the same way whatever the thread count. The only
@@ -48,6 +55,25 @@ pub const score_capacity = 1024;
 pub const parallel_threshold: usize = 1 << 15;
 /// Query heads attended together: each K row is loaded (and converted) once per pass.
 pub const heads_per_pass = 8;
+
+/// Rows of ggml's widest lane pattern over keys (vec_dot kqv: four 16-lane chains).
+const block = 4 * lanes;
+
+/// A token's keys in virtual key order (see `Job.keyLayout`): `lead` masked indices, then
+/// its keys, oldest first, from ring row `row0` on.
+pub const Layout = struct {
+    lead: usize,
+    len: usize,
+    row0: usize,
+    rows: usize,
+
+    /// The ring row of virtual key index `vi`, or null where masked.
+    inline fn rowOf(self: *const Layout, vi: usize) ?usize {
+        if (vi < self.lead) return null;
+        const r = self.row0 + (vi - self.lead);
+        return if (r >= self.rows) r - self.rows else r;
+    }
+};
 
 /// ggml CPU mul_mat paths: `gemm` is llamafile's tinyBLAS (two tokens or more),
 /// `vec_dot` ggml_vec_dot_f16 / _f32 (one token).
@@ -76,6 +102,14 @@ pub fn Job(comptime T: type) type {
             const pos: usize = @intCast(job.positions[t]);
             const first = if (job.window > 0 and pos + 1 > job.window) pos + 1 - job.window else 0;
             return .{ .first = first, .count = pos + 1 - first };
+        }
+
+        /// Where token t's visible keys sit: virtual key indices congruent to their
+        /// positions mod 64 (lanes as llama.cpp's cells), oldest first.
+        fn keyLayout(job: *const @This(), t: usize) Layout {
+            const range = job.keyRange(t);
+            const lead = range.first % block;
+            return .{ .lead = lead, .len = lead + range.count, .row0 = range.first % job.slot_rows, .rows = job.slot_rows };
         }
 
         /// True when token t's sequence (slot) has another token in this batch. llama.cpp
@@ -147,24 +181,26 @@ fn Unit(comptime T: type) type {
         max: [heads_per_pass]f32,
         inv: [heads_per_pass]f32,
         n_heads: usize,
+        /// Virtual key indices (visible keys and the masked ones between).
         keys: usize,
-        first: usize,
+        layout: Layout,
         k_base: [*]const T,
         v_base: [*]const T,
     };
 }
 
-/// Scores·scale of `count` keys from key index `p0` for `n_heads` query heads (rows of
-/// `q`) into the rows of `scores`.
-fn fillScores(comptime T: type, comptime mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), q: [*]const [head_dim_max]f32, n_heads: usize, k_base: [*]const T, first: usize, p0: usize, count: usize, scores: [*][score_capacity]f32) void {
+/// Scores·scale of `count` virtual keys from index `p0` for `n_heads` query heads (rows of
+/// `q`) into the rows of `scores`; -inf where masked.
+fn fillScores(comptime T: type, comptime mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), q: [*]const [head_dim_max]f32, n_heads: usize, k_base: [*]const T, layout: *const Layout, p0: usize, count: usize, scores: [*][score_capacity]f32) void {
     const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
-    var row = (first + p0) % job.slot_rows;
     for (0..count) |i| {
+        const row = layout.rowOf(p0 + i) orelse {
+            for (0..n_heads) |h| scores[h][i] = -std.math.inf(f32);
+            continue;
+        };
         const k = k_base + row * kv_dim;
         for (0..n_heads) |h| scores[h][i] = score(T, mode, (&q[h]).ptr, k, head_dim) * job.scale;
-        row += 1;
-        if (row == job.slot_rows) row = 0;
     }
 }
 
@@ -177,6 +213,8 @@ fn expChunks(row: *[score_capacity]f32, count: usize, max: f32) f64 {
     while (i < padded) : (i += lanes) {
         const x = simd.loadAsF32(f32, lanes, row[i..].ptr);
         var e = simd.expGgml(lanes, x - @as(V16, @splat(max)));
+        // Masked keys (-inf) are exact zeros, as ggml's masked cells.
+        e = @select(f32, x == @as(V16, @splat(-std.math.inf(f32))), @as(V16, @splat(0)), e);
         if (i + lanes > count) {
             const idx = std.simd.iota(u32, lanes) + @as(@Vector(lanes, u32), @splat(@intCast(i)));
             e = @select(f32, idx < @as(@Vector(lanes, u32), @splat(@intCast(count))), e, @as(V16, @splat(0)));
@@ -210,16 +248,15 @@ fn Accumulator(comptime mode: Mode) type {
         const rows = if (mode == .gemm) lanes else 4 * lanes;
         acc: [rows]V16 = @splat(@splat(0)),
 
-        /// Adds `count` keys from key index p0 (a multiple of 64) with probabilities `p`.
-        inline fn add(self: *@This(), comptime T: type, p: [*]const f32, v_base: [*]const T, kv_dim: usize, slot_rows: usize, first: usize, p0: usize, count: usize, width: usize) void {
-            var row = (first + p0) % slot_rows;
+        /// Adds `count` virtual keys from index p0 (a multiple of 64) with probabilities `p`
+        /// (masked ones add exact zeros: skipped).
+        inline fn add(self: *@This(), comptime T: type, p: [*]const f32, v_base: [*]const T, kv_dim: usize, layout: *const Layout, p0: usize, count: usize, width: usize) void {
             for (0..count) |i| {
+                const row = layout.rowOf(p0 + i) orelse continue;
                 const v = v_base + row * kv_dim;
                 const vv: V16 = if (width == lanes) simd.loadAsF32(T, lanes, v) else partial(T, v, width);
                 const r = (p0 + i) % rows;
                 self.acc[r] = @mulAdd(V16, vv, @as(V16, @splat(p[i])), self.acc[r]);
-                row += 1;
-                if (row == slot_rows) row = 0;
             }
         }
 
@@ -249,15 +286,15 @@ fn attendSlice(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode
     const width = @min(lanes, head_dim - d0);
     var acc: Accumulator(kqv_mode) = .{};
     if (unit.keys <= score_capacity) {
-        acc.add(T, (&unit.scores[h]).ptr, unit.v_base + d0, kv_dim, job.slot_rows, unit.first, 0, unit.keys, width);
+        acc.add(T, (&unit.scores[h]).ptr, unit.v_base + d0, kv_dim, &unit.layout, 0, unit.keys, width);
     } else {
         var p0: usize = 0;
         while (p0 < unit.keys) : (p0 += score_capacity) {
             const count = @min(score_capacity, unit.keys - p0);
-            fillScores(T, kq_mode, head_dim_fixed, job, unit.q[h..].ptr, 1, unit.k_base, unit.first, p0, count, window_scores);
+            fillScores(T, kq_mode, head_dim_fixed, job, unit.q[h..].ptr, 1, unit.k_base, &unit.layout, p0, count, window_scores);
             _ = expChunks(&window_scores[0], count, unit.max[h]);
             normalize(T, &window_scores[0], count, unit.inv[h]);
-            acc.add(T, (&window_scores[0]).ptr, unit.v_base + d0, kv_dim, job.slot_rows, unit.first, p0, count, width);
+            acc.add(T, (&window_scores[0]).ptr, unit.v_base + d0, kv_dim, &unit.layout, p0, count, width);
         }
     }
     return acc.result();
@@ -270,12 +307,11 @@ fn attendUnit(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode,
     const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
     const group = job.heads / job.kv_heads;
-    const range = job.keyRange(t);
     const slot_base = @as(usize, @intCast(job.slots[t])) * job.slot_rows;
     var unit: Unit(T) = undefined;
     var window_scores: [1][score_capacity]f32 align(64) = undefined;
-    unit.keys = range.count;
-    unit.first = range.first;
+    unit.layout = job.keyLayout(t);
+    unit.keys = unit.layout.len;
     unit.k_base = job.k + slot_base * kv_dim + g * head_dim;
     unit.v_base = job.v + slot_base * kv_dim + g * head_dim;
     const keys = unit.keys;
@@ -292,7 +328,7 @@ fn attendUnit(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode,
         var p0: usize = 0;
         while (p0 < keys) : (p0 += score_capacity) {
             const count = @min(score_capacity, keys - p0);
-            fillScores(T, kq_mode, head_dim_fixed, job, &unit.q, n_heads, unit.k_base, unit.first, p0, count, &unit.scores);
+            fillScores(T, kq_mode, head_dim_fixed, job, &unit.q, n_heads, unit.k_base, &unit.layout, p0, count, &unit.scores);
             for (0..n_heads) |h| {
                 for (unit.scores[h][0..count]) |s| unit.max[h] = @max(unit.max[h], s);
             }
@@ -305,7 +341,7 @@ fn attendUnit(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode,
             p0 = 0;
             while (p0 < keys) : (p0 += score_capacity) {
                 const count = @min(score_capacity, keys - p0);
-                fillScores(T, kq_mode, head_dim_fixed, job, &unit.q, n_heads, unit.k_base, unit.first, p0, count, &unit.scores);
+                fillScores(T, kq_mode, head_dim_fixed, job, &unit.q, n_heads, unit.k_base, &unit.layout, p0, count, &unit.scores);
                 for (0..n_heads) |h| sum[h] += expChunks(&unit.scores[h], count, unit.max[h]);
             }
         }
@@ -363,7 +399,7 @@ pub fn attention(comptime T: type, pool: *Pool, job: Job(T)) Status {
 /// Scalar reference of the same arithmetic, one element at a time: kq by the lanes of
 /// `kqMode`, softmax with ggml_v_expf (one lane at a time) and a double sum over 16-key
 /// chunks, probabilities rounded to the cache type, kqv by the lanes of `kqvMode`.
-/// `scores` holds at least the longest key range.
+/// `scores` holds at least the longest virtual key range (a key range plus 64).
 pub fn reference(comptime T: type, job: Job(T), scores: []f32) void {
     const kv_dim = job.kv_heads * job.head_dim;
     const group = job.heads / job.kv_heads;
@@ -373,12 +409,16 @@ pub fn reference(comptime T: type, job: Job(T), scores: []f32) void {
         const kqv_mode = job.kqvMode(t);
         const g = h / group;
         const q = job.q + (t * job.heads + h) * n;
-        const range = job.keyRange(t);
-        const keys = range.count;
+        const layout = job.keyLayout(t);
+        const keys = layout.len;
         const slot_base = @as(usize, @intCast(job.slots[t])) * job.slot_rows;
         var max: f32 = -std.math.inf(f32);
         for (0..keys) |p| {
-            const row = slot_base + (range.first + p) % job.slot_rows;
+            const ring_row = layout.rowOf(p) orelse {
+                scores[p] = -std.math.inf(f32);
+                continue;
+            };
+            const row = slot_base + ring_row;
             const k = job.k + row * kv_dim + g * n;
             var lane: [4 * lanes]f32 = @splat(0);
             var s: f32 = undefined;
@@ -401,7 +441,8 @@ pub fn reference(comptime T: type, job: Job(T), scores: []f32) void {
         var sum: f64 = 0;
         var chunk_lanes: [lanes]f32 = @splat(0);
         for (0..std.mem.alignForward(usize, keys, lanes)) |p| {
-            const e: f32 = if (p < keys) simd.expGgml(1, @as(@Vector(1, f32), @splat(scores[p] - max)))[0] else 0;
+            const masked = p >= keys or scores[p] == -std.math.inf(f32);
+            const e: f32 = if (masked) 0 else simd.expGgml(1, @as(@Vector(1, f32), @splat(scores[p] - max)))[0];
             if (p < keys) scores[p] = e;
             chunk_lanes[p % lanes] = e;
             if (p % lanes == lanes - 1) sum += @as(f64, treeSum(&chunk_lanes));
@@ -413,7 +454,7 @@ pub fn reference(comptime T: type, job: Job(T), scores: []f32) void {
             var lane: [4 * lanes]f32 = @splat(0);
             const rows: usize = if (kqv_mode == .gemm) lanes else 4 * lanes;
             for (0..keys) |p| {
-                const row = slot_base + (range.first + p) % job.slot_rows;
+                const row = slot_base + (layout.rowOf(p) orelse continue);
                 const v = simd.toF32(T, job.v[row * kv_dim + g * n + i]);
                 lane[p % rows] = @mulAdd(f32, v, scores[p], lane[p % rows]);
             }
@@ -467,7 +508,7 @@ fn testShape(comptime T: type, tokens: usize, pos_start: usize, heads: usize, kv
     defer allocator.free(actual);
     const single = try allocator.alloc(f32, q.len);
     defer allocator.free(single);
-    const scores = try allocator.alloc(f32, ctx);
+    const scores = try allocator.alloc(f32, ctx + 2 * block);
     defer allocator.free(scores);
     const scale = 1.0 / @sqrt(@as(f32, @floatFromInt(head_dim)));
     const positions = try allocator.alloc(i32, tokens);
@@ -564,7 +605,7 @@ test "a batch mixing slots, windows and ring rows: each token as the reference c
             try testing.expectEqual(Status.ok, attention(f32, pool, fits));
         } else try testing.expectEqual(Status.ok, attention(f32, pool, job));
         const checked = if (window == 0) 1 else tokens;
-        var scores: [slot_rows]f32 = undefined;
+        var scores: [slot_rows + 2 * block]f32 = undefined;
         // The batch as a whole (llama.cpp's tinyBLAS order when it has 2+ tokens).
         var batch_expected: [q.len]f32 = undefined;
         var batch = job;
@@ -593,5 +634,59 @@ test "a batch mixing slots, windows and ring rows: each token as the reference c
             reference(f32, single, &scores);
             try testing.expectEqualSlices(f32, &expected, &alone);
         }
+    }
+}
+
+test "a window over a wrapped ring equals the same window over a full-size cache bit for bit (lanes follow positions)" {
+    const allocator = testing.allocator;
+    const heads = 2;
+    const kv_heads = 1;
+    const head_dim = 32;
+    const kv_dim = kv_heads * head_dim;
+    const window = 48;
+    const ring_rows = 80;
+    const full_rows = 256;
+    var prng = std.Random.DefaultPrng.init(17);
+    const random = prng.random();
+    // Positions 0..199 of K/V, kept whole in `full` and as the ring's last 80 in `ring`.
+    const full_k = try allocator.alloc(f16, full_rows * kv_dim);
+    defer allocator.free(full_k);
+    const full_v = try allocator.alloc(f16, full_rows * kv_dim);
+    defer allocator.free(full_v);
+    for (full_k, full_v) |*a, *b| {
+        a.* = @floatCast(random.floatNorm(f32));
+        b.* = @floatCast(random.floatNorm(f32));
+    }
+    const ring_k = try allocator.alloc(f16, ring_rows * kv_dim);
+    defer allocator.free(ring_k);
+    const ring_v = try allocator.alloc(f16, ring_rows * kv_dim);
+    defer allocator.free(ring_v);
+    for (120..200) |p| {
+        @memcpy(ring_k[(p % ring_rows) * kv_dim ..][0..kv_dim], full_k[p * kv_dim ..][0..kv_dim]);
+        @memcpy(ring_v[(p % ring_rows) * kv_dim ..][0..kv_dim], full_v[p * kv_dim ..][0..kv_dim]);
+    }
+    // Decode at 199 (window from 152: lead 24, rows 72..79 then 0..39) and a 3-token batch.
+    inline for (.{ [_]i32{199}, [_]i32{ 197, 198, 199 } }) |positions| {
+        const tokens = positions.len;
+        const slots: [tokens]i32 = @splat(0);
+        var q: [tokens * heads * head_dim]f32 = undefined;
+        for (&q) |*x| x.* = random.floatNorm(f32);
+        var from_ring: [q.len]f32 = undefined;
+        var from_full: [q.len]f32 = undefined;
+        var expected: [q.len]f32 = undefined;
+        const pool = try Pool.create(allocator, 2);
+        defer pool.destroy(allocator);
+        var job: Job(f16) = .{ .out = &from_ring, .q = &q, .k = ring_k.ptr, .v = ring_v.ptr, .positions = &positions, .slots = &slots, .tokens = tokens, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .slot_rows = ring_rows, .window = window, .scale = 0.125 };
+        try testing.expectEqual(Status.ok, attention(f16, pool, job));
+        var scores: [full_rows]f32 = undefined;
+        job.out = &expected;
+        reference(f16, job, &scores);
+        try testing.expectEqualSlices(f32, &expected, &from_ring);
+        job.out = &from_full;
+        job.k = full_k.ptr;
+        job.v = full_v.ptr;
+        job.slot_rows = full_rows;
+        try testing.expectEqual(Status.ok, attention(f16, pool, job));
+        try testing.expectEqualSlices(f32, &from_full, &from_ring);
     }
 }

@@ -10,6 +10,7 @@
 //! chunk it falls in: results are bit-identical for every thread count.
 const std = @import("std");
 const pool_zig = @import("pool.zig");
+const quant_k = @import("quant_k.zig");
 
 const Pool = pool_zig.Pool;
 const Status = pool_zig.Status;
@@ -65,7 +66,27 @@ fn dotRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usi
     if (@hasDecl(E, "repack_rows") and E.repack_rows > 0 and job.rows % E.repack_rows == 0) {
         return dotRangeOrder(E, true, job, row_begin, row_end);
     }
+    // Other K-quant matrices go through llama.cpp's tiled matmul for batches of 8+ tokens.
+    if (@hasDecl(E, "vecDotRowsTiled") and job.tokens >= quant_k.tiled_min_tokens) {
+        return dotRangeTiled(E, job, row_begin, row_end);
+    }
     dotRangeOrder(E, false, job, row_begin, row_end);
+}
+
+fn dotRangeTiled(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usize) void {
+    var r = row_begin;
+    while (r + row_group <= row_end) : (r += row_group) {
+        var w_rows: [row_group][]align(1) const E.Block = undefined;
+        inline for (0..row_group) |i| w_rows[i] = job.weightRow(r + i);
+        for (0..job.tokens) |t| {
+            const sums = E.vecDotRowsTiled(row_group, w_rows, job.actRow(t));
+            inline for (0..row_group) |i| job.out[t * job.rows + r + i] = sums[i];
+        }
+    }
+    while (r < row_end) : (r += 1) {
+        const w_row = job.weightRow(r);
+        for (0..job.tokens) |t| job.out[t * job.rows + r] = E.vecDotTiled(w_row, job.actRow(t));
+    }
 }
 
 /// llama.cpp's repacked matmul runs its GEMM on the first tokens - tokens % 4 tokens and
@@ -205,5 +226,39 @@ test "the generic driver is bit-identical at 1..4 threads, with and without tile
         var garbage: [tokens * cols]f32 = @splat(1e30);
         try testing.expectEqual(Status.ok, matmul(ToyTiled, pool, &tiled, &w, &garbage, rows, cols, tokens, true));
         try testing.expectEqualSlices(f32, &expected, &tiled);
+    }
+}
+
+test "a Q6_K matrix takes the vec_dot order below 8 tokens and llama.cpp's tiled order from 8 on, at 1..3 threads" {
+    const T = quant_k.Q6_K;
+    const rows = 13; // not a multiple of the 4-row tile: the single-row tail runs too
+    const cols = 2 * quant_k.qk_k;
+    const nb = cols / quant_k.qk_k;
+    var prng = std.Random.DefaultPrng.init(21);
+    const random = prng.random();
+    var wf: [rows * cols]f32 = undefined;
+    for (&wf) |*v| v.* = random.floatNorm(f32);
+    var w: [rows * nb]T.Block = undefined;
+    T.quantizeRowRef(&wf, &w);
+    inline for (.{ 7, 8, 11 }) |tokens| {
+        var x: [tokens * cols]f32 = undefined;
+        for (&x) |*v| v.* = random.floatNorm(f32);
+        var expected: [tokens * rows]f32 = undefined;
+        for (0..tokens) |t| {
+            var a: [nb]quant_k.Q8_K.Block = undefined;
+            quant_k.Q8_K.quantizeRow(x[t * cols ..][0..cols], &a);
+            for (0..rows) |r| {
+                const w_row = w[r * nb ..][0..nb];
+                expected[t * rows + r] = if (tokens >= quant_k.tiled_min_tokens) T.vecDotTiledRef(w_row, &a) else T.vecDot(w_row, &a);
+            }
+        }
+        for (1..4) |threads| {
+            const pool = try Pool.create(testing.allocator, @intCast(threads));
+            defer pool.destroy(testing.allocator);
+            try pool.reserve(testing.allocator, scratchBytes(T.Act, cols, tokens));
+            var out: [tokens * rows]f32 = undefined;
+            try testing.expectEqual(Status.ok, matmul(T, pool, &out, &w, &x, rows, cols, tokens, false));
+            try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&expected)), @as(*const [tokens * rows]u32, @ptrCast(&out)));
+        }
     }
 }

@@ -749,6 +749,33 @@ const GgmlQ2Acc = struct {
     }
 };
 
+/// The float order of llama.cpp's tiled K-quant matmul (`ggml-cpu/tiled`, its AVX512-VNNI
+/// microkernel; taken for non-repacked K-quant matrices when the batch has
+/// `tiled_min_tokens` tokens or more): per super-block the exact i32 sum
+/// s = Σ scale·(u − shift_value)·a, then sum += (f32(s)·d_w)·d_a, one super-block after
+/// another from 0 (GCC fuses the `+=` and the `·d_a` into one fma). Only the per-block
+/// integer is shared with the vec_dot order; the float steps differ.
+fn TiledAcc(comptime shift: u5) type {
+    return struct {
+        sum: f32 = 0,
+
+        inline fn addTiled(self: *@This(), lanes: I32x16, sub: I32x8, d_w: f32, d_a: f32) void {
+            const l8 = lo(i32, 16, lanes) + hi(i32, 16, lanes) - (sub << @splat(shift));
+            const s_int: i32 = @reduce(.Add, l8);
+            const r = @as(f32, @floatFromInt(s_int)) * d_w;
+            self.sum = @mulAdd(f32, r, d_a, self.sum);
+        }
+
+        inline fn result(self: @This()) f32 {
+            return self.sum;
+        }
+    };
+}
+
+/// llama.cpp's tiled matmul runs for batches of at least this many tokens
+/// (`ggml_tiled_min_batch`: "profitable at rows >= 8").
+pub const tiled_min_tokens = 8;
+
 /// The row loop shared by every type's vecDotPath and vecDotRows.
 inline fn rowsDot(comptime T: type, comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
     return rowsDotAcc(T, T.Acc, path, R, w_rows, a);
@@ -1089,7 +1116,7 @@ pub const Q6_K = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
         const sc8: @Vector(16, i8) = b.scales;
         const sc16: @Vector(16, i16) = sc8;
         // (u − 32)·a = u·a − 32·a: the −32 part through the 16-element bsums.
@@ -1105,8 +1132,36 @@ pub const Q6_K = struct {
             acc = chunkDot(path, acc, u_lo, actChunk(ab, 2 * h), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h)));
             acc = chunkDot(path, acc, u_hi, actChunk(ab, 2 * h + 1), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h + 1)));
         }
+        if (@hasDecl(@TypeOf(dot.*), "addTiled")) return dot.addTiled(acc, sub, f16f(b.d), ab.d);
         const d = ab.d * f16f(b.d);
         dot.add(acc, d, sub, d * 32);
+    }
+
+    /// R rows in the order of llama.cpp's tiled matmul (see `TiledAcc`), which takes
+    /// batches of `tiled_min_tokens` or more.
+    pub fn vecDotRowsTiled(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+        return rowsDotAcc(@This(), TiledAcc(5), default_path, R, w_rows, a);
+    }
+
+    /// One row in the tiled order.
+    pub fn vecDotTiled(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        return rowsDotAcc(@This(), TiledAcc(5), default_path, 1, .{w}, a)[0];
+    }
+
+    /// Scalar reference of the tiled order: element by element integers, then the floats.
+    pub fn vecDotTiledRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sum: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var s_int: i32 = 0;
+            for (0..16) |sb| {
+                var raw: i32 = 0;
+                for (16 * sb..16 * sb + 16) |e| raw += (@as(i32, level(b, e)) - 32) * ab.qs[e];
+                s_int += @as(i32, b.scales[sb]) * raw;
+            }
+            sum = @mulAdd(f32, @as(f32, @floatFromInt(s_int)) * f16f(b.d), ab.d, sum);
+        }
+        return sum;
     }
 };
 

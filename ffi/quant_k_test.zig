@@ -202,6 +202,28 @@ test "Q4_K in llama.cpp's repacked GEMV and GEMM orders (q4_K_8x8_q8_K): one row
     }
 }
 
+test "Q6_K in llama.cpp's tiled matmul order (8+ token batches): one row and 4-row tiles equal the scalar reference bit for bit" {
+    const T = qk.Q6_K;
+    var prng = std.Random.DefaultPrng.init(9);
+    const rng = prng.random();
+    const nb = 8;
+    var w: [nb]T.Block = undefined;
+    var a: [nb]qk.Q8_K.Block = undefined;
+    var x: [nb * qk.qk_k]f32 = undefined;
+    for (0..30) |_| {
+        randomBlocks(T, rng, &w);
+        for (&x) |*v| v.* = rng.floatNorm(f32);
+        qk.Q8_K.quantizeRow(&x, &a);
+        const ref = T.vecDotTiledRef(&w, &a);
+        try testing.expectEqual(@as(u32, @bitCast(ref)), @as(u32, @bitCast(T.vecDotTiled(&w, &a))));
+        // The same dot product as ggml_vec_dot_q6_K_q8_K, in another float order.
+        try testing.expectApproxEqAbs(T.vecDot(&w, &a), ref, 1e-3 * @max(1, @abs(ref)));
+        const rows = [4][]align(1) const T.Block{ w[nb / 2 ..], w[0 .. nb / 2], w[2 .. 2 + nb / 2], w[1 .. 1 + nb / 2] };
+        const four = T.vecDotRowsTiled(4, rows, a[nb / 2 ..]);
+        for (four, rows) |got, row| try testing.expectEqual(@as(u32, @bitCast(T.vecDotTiledRef(row, a[nb / 2 ..]))), @as(u32, @bitCast(got)));
+    }
+}
+
 test "Q8_K rows of zeros, NaN and inf quantize without traps" {
     var x: [2 * qk.qk_k]f32 = @splat(0);
     x[qk.qk_k + 1] = std.math.nan(f32);

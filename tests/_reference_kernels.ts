@@ -213,8 +213,8 @@ export class ReferenceKernels implements ForwardOps {
 
   /**
    * GELU (tanh) of `gate` times `up`, as ggml's CPU kernel computes it: the
-   * input rounded to F16, GELU of that in F32, rounded to F16 (its lookup
-   * table), 0 below -10 and the identity above 10.
+   * input rounded to F16, GELU of that in F32 (`1 + a·x²` fused, as GCC builds it),
+   * rounded to F16 (its lookup table), 0 below -10 and the identity above 10.
    */
   geglu(out: number, gate: number, up: number, n: number) {
     const o = this.#f32(out, n), g = this.#f32(gate, n), u = this.#f32(up, n);
@@ -226,7 +226,9 @@ export class ReferenceKernels implements ForwardOps {
       else if (x >= 10) y = x;
       else {
         const h = Math.f16round(x);
-        const inner = f(f(f(0.7978845608028654) * h) * f(1 + f(f(f(0.044715) * h) * h)));
+        // 1 + a·h·h as one fma, as GCC compiles ggml's expression (the f64 sum of an exact
+        // 35-bit product and 1, rounded once to f32, is that fma's f32 result here).
+        const inner = f(f(f(0.7978845608028654) * h) * f(f(f(0.044715) * h) * h + 1));
         y = Math.f16round(f(f(0.5 * h) * f(1 + Math.tanh(inner))));
       }
       o[i] = y * u[i];

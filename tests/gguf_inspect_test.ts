@@ -266,3 +266,16 @@ Deno.test("bun cli.ts inspect prints exactly what Deno prints (text, --json, err
     }
   }
 });
+
+Deno.test("inspect: the line after the architecture says how dotllm runs the file, or why not", async () => {
+  const stories = await runDeno(["inspect", testdata("models/stories260K.gguf")]);
+  assert.equal(stories.code, 0);
+  assert.match(
+    stories.stdout,
+    /^architecture: {2}llama\nruns as: {7}llama: 8 heads \/ 4 KV × 8, normal rope 10000, SiLU\n/m,
+  );
+  const vocab = testdata("llama.cpp-vocab/ggml-vocab-baichuan.gguf");
+  const vocabOnly = await runDeno(["inspect", vocab]);
+  assert.equal(vocabOnly.code, 0);
+  assert.match(vocabOnly.stdout, /^runs as: {7}not runnable: unsupported architecture "baichuan"/m);
+});

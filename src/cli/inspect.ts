@@ -9,6 +9,19 @@ import { writeStdout } from "./io.ts";
 import { openGguf } from "../gguf/file.ts";
 import { resolveModel } from "../hub/resolve.ts";
 import { formatGgufSummary, summarizeGguf } from "../gguf/summary.ts";
+import type { Gguf } from "../gguf/reader.ts";
+import { architectureOf, describeArchitecture, ModelError, readModelConfig } from "../model/mod.ts";
+
+/** How dotllm runs the file (architecture settings), or why it cannot. */
+function runsAs(gguf: Gguf): string {
+  try {
+    const c = readModelConfig(gguf);
+    return describeArchitecture(architectureOf(c.architecture), c, c.headCountKv);
+  } catch (error) {
+    if (error instanceof ModelError) return `not runnable: ${error.message}`;
+    throw error;
+  }
+}
 
 /** The `inspect` command. */
 export const inspectCommand: Command = {
@@ -17,7 +30,8 @@ export const inspectCommand: Command = {
   usage: [
     "Usage: dotllm inspect MODEL.gguf [--json]",
     "",
-    "Prints the GGUF version, architecture, name, hyper-parameters (<arch>.* keys), tokenizer,",
+    "Prints the GGUF version, architecture (and how dotllm runs it), name, hyper-parameters",
+    "(<arch>.* keys), tokenizer,",
     "every metadata key (long arrays summarised) and the tensor table (name, type, shape, bytes,",
     "absolute file offset). The file is memory-mapped; tensor data is never read.",
     "",
@@ -36,7 +50,7 @@ export const inspectCommand: Command = {
     if (values.json) {
       writeStdout(JSON.stringify({ file: path, ...summary }, null, 2) + "\n");
     } else {
-      writeStdout(formatGgufSummary(summary, path));
+      writeStdout(formatGgufSummary(summary, path, runsAs(file.gguf)));
     }
     return 0;
   },

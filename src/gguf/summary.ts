@@ -323,8 +323,11 @@ function plain(name: string): string {
 const dash = (v: string | number | null): string =>
   v === null ? "-" : typeof v === "string" ? plain(v) : String(v);
 
-/** The text `dotllm inspect` prints (ends with a newline). */
-export function formatGgufSummary(summary: GgufSummary, file?: string): string {
+/**
+ * The text `dotllm inspect` prints (ends with a newline). `runsAs`, when given, is a line
+ * after the architecture saying how dotllm runs the file (its distinctive settings).
+ */
+export function formatGgufSummary(summary: GgufSummary, file?: string, runsAs?: string): string {
   const s = summary;
   const lines: string[] = [];
   if (file !== undefined) lines.push(`file:          ${file}`);
@@ -338,6 +341,7 @@ export function formatGgufSummary(summary: GgufSummary, file?: string): string {
     `gguf version:  ${s.version}`,
     `file size:     ${s.fileSize} bytes (${formatBytes(s.fileSize)})`,
     `architecture:  ${dash(s.architecture)}`,
+    ...(runsAs === undefined ? [] : [`runs as:       ${plain(runsAs)}`]),
     `name:          ${dash(s.name)}`,
     `file type:     ${fileType}`,
     `parameters:    ${s.parameterCount} (${formatCount(s.parameterCount)})`,

@@ -102,6 +102,13 @@ export interface Architecture {
   readonly activation: FfnActivation;
   /** Multiplies Q·K (llama: 1/√headDim). */
   attentionScale(shape: ArchitectureShape): number;
+  /**
+   * Whether that scale multiplies Q itself, after RoPE and before attention (Gemma:
+   * llama.cpp's `ggml_scale(Qcur, f_attention_scale)` then attention with scale 1), instead
+   * of the scores. It matters with an F16 cache: Q is rounded to F16 after the scale, and
+   * a scaled component below F16's normal range keeps fewer bits.
+   */
+  readonly scalesQuery: boolean;
   /** Multiplies the embedding rows (llama: 1; Gemma: √embedding). */
   embeddingScale(shape: ArchitectureShape): number;
   /** Layer `layer`'s attention window in positions; 0 = the whole context. */
@@ -120,6 +127,7 @@ const llamaLike = {
   rope: "normal",
   activation: "silu",
   attentionScale: (s: ArchitectureShape) => 1 / Math.sqrt(s.headDim),
+  scalesQuery: false,
   embeddingScale: () => 1,
   layerWindow: () => 0,
   layerRopeBase: (s: ArchitectureShape) => s.ropeFreqBase,
@@ -152,7 +160,8 @@ export const ARCHITECTURES: ReadonlyMap<string, Architecture> = new Map<string, 
   // Qwen 3 (qwen3.cpp): per-head RMSNorm of Q and K before rope, NeoX rope, no biases.
   ["qwen3", { name: "qwen3", keyPrefix: "qwen3", ...llamaLike, qkNorm: "required", rope: "neox" }],
   // Gemma 3 (gemma3.cpp): embeddings × √embd; Q/K norms; post-attention and post-FFN norms;
-  // GELU-tanh gated FFN; Q scaled by 1/√key_length (1/√(embd/heads) for the 62-layer 27B);
+  // GELU-tanh gated FFN; Q itself scaled by 1/√key_length (1/√(embd/heads) for the 62-layer
+  // 27B) after RoPE, the scores then by 1;
   // sliding window on five layers of six with rope.freq_base_swa, full attention with
   // rope.freq_base on the sixth. Norm weights multiply as stored (the GGUF holds 1 + w).
   ["gemma3", {
@@ -166,6 +175,7 @@ export const ARCHITECTURES: ReadonlyMap<string, Architecture> = new Map<string, 
     activation: "gelu_tanh",
     attentionScale: (s: ArchitectureShape) =>
       1 / Math.sqrt(s.blockCount === 62 ? s.embeddingLength / s.headCount : s.headDim),
+    scalesQuery: true,
     embeddingScale: (s: ArchitectureShape) => Math.sqrt(s.embeddingLength),
     layerWindow: (s: ArchitectureShape, l: number) => gemma3Sliding(s, l) ? s.slidingWindow : 0,
     layerRopeBase: (s: ArchitectureShape, l: number) =>

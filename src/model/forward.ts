@@ -83,8 +83,8 @@ export function missingOps(model: ForwardModel, kernels: ForwardOps): string | u
     missing.push("a bias add (addRows)");
   }
   if (a.activation === "gelu_tanh" && !kernels.geglu) missing.push("GELU-tanh gated FFN (geglu)");
-  if (a.embeddingScale(model.config) !== 1 && !kernels.scale) {
-    missing.push("a scale op (embedding scale)");
+  if ((a.embeddingScale(model.config) !== 1 || a.scalesQuery) && !kernels.scale) {
+    missing.push("a scale op (embedding or query scale)");
   }
   return missing.length > 0 ? missing.join(", ") : undefined;
 }
@@ -125,7 +125,10 @@ export function forward(
     : w.ropeFactorsShort ?? w.ropeFreqs;
   const freqs = factors?.address ?? 0;
   // rope.scaling.attn_factor multiplies RoPE's cos and sin of Q and of K: Q·K by its square.
-  const scale = arch.attentionScale(c) * c.ropeAttnFactor * c.ropeAttnFactor;
+  // Gemma scales Q (after RoPE, before it is rounded to the cache type), the others the scores.
+  const qScale = arch.scalesQuery ? arch.attentionScale(c) : 1;
+  const scale = (arch.scalesQuery ? 1 : arch.attentionScale(c)) * c.ropeAttnFactor *
+    c.ropeAttnFactor;
   const embScale = arch.embeddingScale(c);
   const { x, xb, q, att, gate, up, positions: pos, slots } = b;
   const kk = b.k, v = b.v;
@@ -162,9 +165,12 @@ export function forward(
     const base = m.layerRopeBases[l];
     k.rope(q, T, H, D, c.ropeDimensionCount, pos, base, freqs, neox); // q [T][H][D]
     k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, base, freqs, neox); // k [T][Hkv][D]
+    if (qScale !== 1) k.scale!(q, q, qScale, T * Q); // Gemma: q ×= 1/√key_length
     k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows, slotCount); // kCache[slot][pos]
     k.storeKv(ct, vCache, v, pos, slots, T, KV, rows, slotCount); // vCache[slot][pos]
-    const window = m.layerWindows[l];
+    // A window wider than a context-sized cache never masks: the whole context (the kernel
+    // takes no window past its rows).
+    const window = Math.min(m.layerWindows[l], rows);
     k.attention(
       ct,
       att,
