@@ -1,11 +1,12 @@
 /**
  * Where downloaded bytes go: written at their offset into the `.incomplete`
- * file and hashed as they arrive (after hashing what an earlier run left).
+ * file as they arrive, and hashed in order (after hashing what an earlier run
+ * left) by a {@linkcode Hasher} that may run on another thread.
  *
  * @module
  */
 import * as fs from "node:fs";
-import { createHash, type Hash } from "node:crypto";
+import { type Hasher, hasherFor } from "./_sha256.ts";
 
 /** How to open a sink. */
 export interface SinkOptions {
@@ -19,39 +20,40 @@ export interface SinkOptions {
 
 /** A file being written and hashed. */
 export interface Sink {
+  /** `true` when {@linkcode Sink.hash} reads its bytes on another thread after it resolves. */
+  readonly async_hash: boolean;
   /** Writes `bytes` next. */
   write(bytes: Uint8Array): void;
+  /**
+   * Adds the next written bytes to the hash, in the order written. With an
+   * async hash, `bytes` must stay unchanged until the next `hash` or `finish`
+   * resolves (see {@linkcode Hasher.update}).
+   */
+  hash(bytes: Uint8Array): Promise<void> | void;
   /** Closes the file; resolves to the hex digest of everything in it. */
-  finish(): string;
+  finish(): Promise<string>;
   /** Closes the file after a failure. */
-  abort(): void;
+  abort(): Promise<void>;
 }
 
-/** Opens the file and returns a hash over what it holds already. */
-function openAndHashPrefix(o: SinkOptions): { fd: number; hash: Hash } {
-  const fd = fs.openSync(o.path, o.prefix_bytes > 0 ? "r+" : "w");
-  try {
-    return { fd, hash: hashPrefix(fs, createHash, o, fd) };
-  } catch (error) {
-    fs.closeSync(fd);
-    throw error;
-  }
-}
+/** Reads of what an earlier run downloaded (a reason: few calls, little memory). */
+const PREFIX_READ_BYTES = 4 << 20;
 
-function hashPrefix(fsModule: typeof fs, create: typeof createHash, o: SinkOptions, fd: number) {
-  const hash = create(o.etag.length === 64 ? "sha256" : "sha1");
-  if (o.etag.length !== 64) hash.update(`blob ${o.size_bytes}\0`);
-  // 4 MiB reads of what an earlier run downloaded
-  const buffer = new Uint8Array(Math.max(1, Math.min(4 << 20, o.prefix_bytes)));
+/** Hashes the file's first `prefix_bytes`, reading into two buffers in turn. */
+async function hashPrefix(fd: number, prefix_bytes: number, hasher: Hasher): Promise<void> {
+  const length = Math.max(1, Math.min(PREFIX_READ_BYTES, prefix_bytes));
+  const buffers = [new Uint8Array(length), new Uint8Array(length)];
+  let turn = 0;
   let position = 0;
-  while (position < o.prefix_bytes) {
-    const want = Math.min(buffer.length, o.prefix_bytes - position);
-    const n = fsModule.readSync(fd, buffer, 0, want, position);
+  while (position < prefix_bytes) {
+    const buffer = buffers[turn];
+    const want = Math.min(buffer.length, prefix_bytes - position);
+    const n = fs.readSync(fd, buffer, 0, want, position);
     if (n <= 0) throw new Error("the partial download shrank while being read");
-    hash.update(buffer.subarray(0, n));
+    await hasher.update(buffer.subarray(0, n));
     position += n;
+    turn ^= 1;
   }
-  return hash;
 }
 
 function writeAt(fd: number, bytes: Uint8Array, position: number): void {
@@ -62,29 +64,50 @@ function writeAt(fd: number, bytes: Uint8Array, position: number): void {
 }
 
 /**
- * Opens `options.path` for the rest of a download, writing and hashing on
- * this thread. (A hash worker, with 1 MiB batches handed over, was measured
- * against this in bench/pull.ts: on the 2-core machine it cost more CPU than
- * it overlapped, 2.28x curl against 1.46x inline.)
+ * Opens `options.path` for the rest of a download, after hashing what it
+ * holds. Writes happen on this thread; the hash may not (see `_sha256.ts`).
+ * (A Web Worker hashing 1 MiB batches handed over by message was measured
+ * against hashing inline in bench/pull.ts: on the 2-core machine it cost more
+ * CPU than it overlapped, 2.28x curl against 1.46x inline.)
  */
-export function openSink(options: SinkOptions): Sink {
-  const { fd, hash } = openAndHashPrefix(options);
-  let position = options.prefix_bytes;
+export async function openSink(options: SinkOptions): Promise<Sink> {
+  const fd = fs.openSync(options.path, options.prefix_bytes > 0 ? "r+" : "w");
+  const hasher = hasherFor(options.etag, options.size_bytes);
+  try {
+    await hashPrefix(fd, options.prefix_bytes, hasher);
+  } catch (error) {
+    fs.closeSync(fd);
+    await hasher.dispose();
+    throw error;
+  }
+  let written = options.prefix_bytes;
+  let hashed = options.prefix_bytes;
   let open = true;
   return {
+    async_hash: hasher.async,
     write(bytes) {
-      writeAt(fd, bytes, position);
-      hash.update(bytes);
-      position += bytes.length;
+      writeAt(fd, bytes, written);
+      written += bytes.length;
     },
-    finish() {
+    hash(bytes) {
+      hashed += bytes.length;
+      if (hashed > written) throw new Error("hashed bytes that were not written");
+      return hasher.update(bytes);
+    },
+    async finish() {
       open = false;
       fs.closeSync(fd);
-      return hash.digest("hex");
+      // Every byte in the file, and nothing else, goes into the digest.
+      if (hashed !== written) {
+        await hasher.dispose();
+        throw new Error(`wrote ${written} bytes but hashed ${hashed}`);
+      }
+      return await hasher.digest();
     },
-    abort() {
+    async abort() {
       if (open) fs.closeSync(fd);
       open = false;
+      await hasher.dispose();
     },
   };
 }

@@ -40,15 +40,27 @@ export interface DownloadResult {
   resumed_bytes: number;
 }
 
-/** Bytes asked for per read of a byte stream (a reason: a quarter of the reads and the CPU of 64 KiB chunks). */
-const READ_BYTES = 1 << 20;
+/**
+ * Bytes hashed per call (a reason: big enough that a call's cost vanishes,
+ * small enough that hashing the last batch after the last byte is ~3 ms).
+ */
+const BATCH_BYTES = 4 << 20;
+
+/** Reads the body, handing each chunk to `chunk` (write it) and each batch to `batch` (hash it). */
+type BodyReader = (
+  chunk: (bytes: Uint8Array) => void,
+  batch: (bytes: Uint8Array) => Promise<void> | void,
+) => Promise<void>;
 
 /**
- * A function returning the body's next bytes (`undefined` at the end): a BYOB
- * reader into one reused 1 MiB buffer where the body is a byte stream (Deno's
- * fetch), else the default reader. The bytes are valid until the next call.
+ * A reader of the body. Where it is a byte stream (Deno's fetch) and the hash
+ * runs on another thread, a BYOB reader fills two 4 MiB buffers in turn, in
+ * place: each chunk is written as it lands, and a full buffer is hashed while
+ * the other one fills. Otherwise each chunk (BYOB into one reused buffer, or
+ * whatever the default reader yields) is written and hashed at once.
+ * Every chunk is on disk as soon as it is received, so a resume keeps it.
  */
-function chunkReader(body: ReadableStream<Uint8Array>): () => Promise<Uint8Array | undefined> {
+function bodyReader(body: ReadableStream<Uint8Array>, async_hash: boolean): BodyReader {
   let byob: ReadableStreamBYOBReader | undefined;
   try {
     byob = body.getReader({ mode: "byob" });
@@ -57,18 +69,43 @@ function chunkReader(body: ReadableStream<Uint8Array>): () => Promise<Uint8Array
   }
   if (byob === undefined) {
     const reader = body.getReader();
-    return async () => {
-      const { done, value } = await reader.read();
-      return done ? undefined : value;
+    return async (chunk, batch) => {
+      while (true) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        chunk(value);
+        await batch(value);
+      }
     };
   }
   const reader = byob;
-  let buffer: ArrayBuffer = new ArrayBuffer(READ_BYTES);
-  return async () => {
-    const { done, value } = await reader.read(new Uint8Array(buffer));
-    if (done || value === undefined) return undefined;
-    buffer = value.buffer as ArrayBuffer;
-    return value;
+  const buffers: ArrayBuffer[] = async_hash
+    ? [new ArrayBuffer(BATCH_BYTES), new ArrayBuffer(BATCH_BYTES)]
+    : [new ArrayBuffer(1 << 20)];
+  return async (chunk, batch) => {
+    let turn = 0;
+    let filled = 0;
+    while (true) {
+      const size = buffers[turn].byteLength;
+      // A failed read loses the buffer (it was transferred) and the hash: the
+      // chunks are on disk, and a resume hashes them again from there.
+      const { done, value } = await reader.read(
+        new Uint8Array(buffers[turn], filled, size - filled),
+      );
+      if (done || value === undefined) {
+        if (value !== undefined) buffers[turn] = value.buffer as ArrayBuffer;
+        if (filled > 0) await batch(new Uint8Array(buffers[turn], 0, filled));
+        return;
+      }
+      buffers[turn] = value.buffer as ArrayBuffer;
+      chunk(value);
+      filled += value.length;
+      if (filled === size) {
+        await batch(new Uint8Array(buffers[turn], 0, filled));
+        turn = (turn + 1) % buffers.length;
+        filled = 0;
+      }
+    }
   };
 }
 
@@ -132,7 +169,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   }
   let sink: Sink;
   try {
-    sink = openSink({
+    sink = await openSink({
       path: incomplete,
       prefix_bytes: have,
       etag: job.etag,
@@ -150,21 +187,20 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   let position = have;
   try {
     if (response?.body) {
-      const read = chunkReader(response.body);
+      const read = bodyReader(response.body, sink.async_hash);
+      const target = sink;
       try {
-        while (true) {
-          const value = await read();
-          if (value === undefined) break;
+        await read((value) => {
           touch();
           const length = value.length;
           if (position + length > job.size_bytes) {
             throw new HubError(`${job.label}: the server sent more than ${job.size_bytes} bytes`);
           }
-          sink.write(value);
+          target.write(value);
           position += length;
           transferred += length;
           progress.update(position);
-        }
+        }, (bytes) => target.hash(bytes));
       } catch (error) {
         if (error instanceof HubError) throw error;
         const reason = controller.signal.aborted
@@ -188,7 +224,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
         true,
       );
     }
-    const digest = sink.finish();
+    const digest = await sink.finish();
     ok = true;
     if (digest !== job.etag) {
       fs.rmSync(incomplete, { force: true });
@@ -201,7 +237,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   } finally {
     clearInterval(idle);
     progress.finish(ok);
-    if (!ok) sink.abort();
+    if (!ok) await sink.abort();
   }
   fs.renameSync(incomplete, job.blob_path);
   return { transferred_bytes: transferred, resumed_bytes: resumed };
