@@ -17,6 +17,7 @@ pub const kernels = @import("kernels.zig");
 pub const attention = @import("attention.zig");
 pub const bandwidth = @import("bandwidth.zig");
 pub const sha256 = @import("sha256.zig");
+pub const file_write = @import("file_write.zig");
 pub const graph = @import("graph.zig");
 
 /// Panics on a pool worker are reported to the dispatching caller instead of
@@ -44,6 +45,7 @@ comptime {
     _ = attention;
     _ = bandwidth;
     _ = sha256;
+    _ = file_write;
     _ = graph;
 }
 

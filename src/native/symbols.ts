@@ -61,6 +61,8 @@ export const symbols = {
   dotllm_sha256_update: { args: ["ptr", "ptr", "usize"], result: "void" },
   dotllm_sha256_final: { args: ["ptr", "ptr"], result: "void" },
   dotllm_sha256_sha_ni: { args: [], result: "u32" },
+  // ffi/file_write.zig
+  dotllm_write_at: { args: ["i32", "ptr", "usize", "u64"], result: "i32" },
   // ffi/graph.zig
   dotllm_graph_run: { args: ["ptr", "ptr", "usize"], result: "i32" },
   dotllm_op_schema: { args: ["ptr", "usize"], result: "usize" },
