@@ -11,6 +11,8 @@ import * as fs from "node:fs";
 import { HubError } from "./errors.ts";
 import type { ProgressSink } from "./progress.ts";
 import { openSink, type Sink } from "./_sink.ts";
+import { downloadNative } from "./_native.ts";
+import { rawGet, type RawResponse } from "./_http1.ts";
 
 /** Abort when no byte arrives for this long (a reason: a stalled server must not hang a pull). */
 const IDLE_TIMEOUT_MS = 60_000;
@@ -134,6 +136,84 @@ async function pump(
   }
 }
 
+/** Like {@linkcode pump}, for a body read off the connection: `conn.read` fills the batches in place. */
+async function pumpRaw(
+  raw: RawResponse,
+  sink: Sink,
+  received: (bytes: Uint8Array) => void,
+): Promise<void> {
+  const count = sink.async ? 2 : 1;
+  const size = sink.async ? BATCH_BYTES : READ_BYTES;
+  const buffers = Array.from({ length: count }, () => new Uint8Array(size));
+  let turn = 0;
+  let filled = 0;
+  let started = 0;
+  const flush = async () => {
+    if (filled === 0) return;
+    const batch = buffers[turn].subarray(0, filled);
+    turn = (turn + 1) % count;
+    filled = 0;
+    const adding = sink.add(batch); // resolves once the next buffer is free
+    if (adding !== undefined) await adding;
+  };
+  while (true) {
+    if (filled === 0) started = Date.now();
+    const into = buffers[turn].subarray(filled, Math.min(size, filled + READ_BYTES));
+    let n: number | null;
+    try {
+      n = await raw.read(into);
+    } catch (error) {
+      try {
+        await flush();
+      } catch {
+        // the read's failure is the one to report
+      }
+      throw error;
+    }
+    if (n === null) return await flush();
+    received(into.subarray(0, n));
+    filled += n;
+    if (filled === size || !sink.async || Date.now() - started >= BATCH_MAX_AGE_MS) await flush();
+  }
+}
+
+/** A download's answer, from `fetch` or read off the connection. */
+interface Answer {
+  readonly status: number;
+  readonly statusText: string;
+  readonly headers: Headers;
+  cancel(): Promise<void>;
+  /** Reads the body to its end into `sink`, calling `received` with each chunk first. */
+  pump(sink: Sink, received: (bytes: Uint8Array) => void): Promise<void>;
+}
+
+function fetchAnswer(response: Response): Answer {
+  return {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+    async cancel() {
+      try {
+        await response.body?.cancel();
+      } catch {
+        // a body being read is locked to its reader, which closes with it
+      }
+    },
+    pump: (sink, received) =>
+      response.body ? pump(response.body, sink, received) : Promise.resolve(),
+  };
+}
+
+function rawAnswer(raw: RawResponse): Answer {
+  return {
+    status: raw.status,
+    statusText: raw.statusText,
+    headers: raw.headers,
+    cancel: () => Promise.resolve(raw.close()),
+    pump: (sink, received) => pumpRaw(raw, sink, received),
+  };
+}
+
 /** Downloads `job.url` to `job.blob_path` (see the module doc). */
 export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   const incomplete = job.blob_path + ".incomplete";
@@ -157,11 +237,18 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   const requestHeaders: Record<string, string> = { "accept-encoding": "identity" };
   if (job.token) requestHeaders.authorization = `Bearer ${job.token}`;
   if (have > 0) requestHeaders.range = `bytes=${have}-`;
-  let response: Response | undefined;
+  let response: Answer | undefined;
   if (have < job.size_bytes || job.size_bytes === 0) {
     touch();
     try {
-      response = await fetch(job.url, { headers: requestHeaders, signal: controller.signal });
+      // Off the connection where the bytes go to native threads; `fetch` otherwise,
+      // and for every answer that path leaves to it (see _http1.ts).
+      const raw = downloadNative() !== null
+        ? await rawGet(job.url, requestHeaders, controller.signal)
+        : undefined;
+      response = raw !== undefined ? rawAnswer(raw) : fetchAnswer(
+        await fetch(job.url, { headers: requestHeaders, signal: controller.signal }),
+      );
     } catch (error) {
       clearInterval(idle);
       const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
@@ -172,19 +259,19 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
       );
     }
     if (response.status === 416 && have === job.size_bytes) {
-      await response.body?.cancel();
+      await response.cancel();
       response = undefined;
     } else if (response.status === 200) {
       have = 0; // the server ignored the range: start over
     } else if (response.status === 206) {
       const range = /^bytes (\d+)-/.exec(response.headers.get("content-range") ?? "");
       if (!range || Number(range[1]) !== have) {
-        await response.body?.cancel();
+        await response.cancel();
         clearInterval(idle);
         throw new HubError(`${job.label}: the server resumed at the wrong offset`);
       }
     } else {
-      await response.body?.cancel();
+      await response.cancel();
       clearInterval(idle);
       throw new HubError(
         `${job.label}: the download answered ${response.status} ${response.statusText}`.trimEnd(),
@@ -202,7 +289,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
     });
   } catch (error) {
     clearInterval(idle);
-    await response?.body?.cancel();
+    await response?.cancel();
     throw error;
   }
   let transferred = 0;
@@ -211,10 +298,10 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   let ok = false;
   let position = have;
   try {
-    if (response?.body) {
+    if (response !== undefined) {
       const target = sink;
       try {
-        await pump(response.body, target, (value) => {
+        await response.pump(target, (value) => {
           touch();
           const length = value.length;
           if (position + length > job.size_bytes) {
@@ -260,7 +347,10 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   } finally {
     clearInterval(idle);
     progress.finish(ok);
-    if (!ok) await sink.abort();
+    if (!ok) {
+      await sink.abort();
+      await response?.cancel();
+    }
   }
   fs.renameSync(incomplete, job.blob_path);
   return { transferred_bytes: transferred, resumed_bytes: resumed };
