@@ -8,11 +8,10 @@
  *
  *   deno task bench:pull [--size-mb 250] [--runs 5] [--before CHECKOUT]
  *
- * Rows: curl; dotllm pull (writes and sha256 on native threads, see
- * src/hub/_native.ts); dotllm pull with `DOTLLM_HUB_NATIVE=0` (node:fs and
- * node:crypto on the JavaScript thread, what Bun does); and with `--before`,
- * the `cli.ts` of another checkout (say, main's) for a before/after in the
- * same session.
+ * Rows: curl; dotllm pull (the body read off the connection, see
+ * src/hub/_http1.ts); dotllm pull with `DOTLLM_HUB_FETCH=1` (the body read
+ * through `fetch`, as Bun does); and with `--before`, the `cli.ts` of another
+ * checkout (say, main's) for a before/after in the same session.
  *
  * The file (random bytes) is written once into the ignored models/bench/.
  *
@@ -160,10 +159,10 @@ const rows: Row[] = [
   },
   { name: "dotllm pull", ms: [], cpu: [], run: (c) => pull(join(root, "cli.ts"), {}, c) },
   {
-    name: "dotllm pull, no native",
+    name: "dotllm pull, fetch",
     ms: [],
     cpu: [],
-    run: (c) => pull(join(root, "cli.ts"), { DOTLLM_HUB_NATIVE: "0" }, c),
+    run: (c) => pull(join(root, "cli.ts"), { DOTLLM_HUB_FETCH: "1" }, c),
   },
 ];
 if (values.before) {

@@ -16,8 +16,6 @@ pub const matmul = @import("matmul.zig");
 pub const kernels = @import("kernels.zig");
 pub const attention = @import("attention.zig");
 pub const bandwidth = @import("bandwidth.zig");
-pub const sha256 = @import("sha256.zig");
-pub const file_write = @import("file_write.zig");
 pub const graph = @import("graph.zig");
 
 /// Panics on a pool worker are reported to the dispatching caller instead of
@@ -26,7 +24,7 @@ pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 9;
+pub const abi_version: u32 = 8;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -44,8 +42,6 @@ comptime {
     _ = kernels;
     _ = attention;
     _ = bandwidth;
-    _ = sha256;
-    _ = file_write;
     _ = graph;
 }
 

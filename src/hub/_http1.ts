@@ -8,7 +8,9 @@
  * Here `conn.read` fills the caller's buffer. Only the plain case is taken:
  * `http:`/`https:` without a proxy in the environment, an answer of 200 or 206
  * framed by `Content-Length`. Anything else (a redirect, an error status, a
- * chunked body, a proxy) answers `undefined`, and the caller asks `fetch`.
+ * chunked body, a proxy) answers `undefined`, and the caller asks `fetch`;
+ * so does Bun (its `fetch` is native code already) and `DOTLLM_HUB_FETCH=1`
+ * (bench/pull.ts compares the two).
  *
  * @module
  */
@@ -56,7 +58,9 @@ export async function rawGet(
   headers: Record<string, string>,
   signal: AbortSignal,
 ): Promise<RawResponse | undefined> {
-  if (detectRuntime() !== "deno" || proxied()) return undefined;
+  if (detectRuntime() !== "deno" || proxied() || process.env.DOTLLM_HUB_FETCH === "1") {
+    return undefined;
+  }
   const target = new URL(url);
   if (target.protocol !== "http:" && target.protocol !== "https:") return undefined;
   if (target.username || target.password) return undefined;

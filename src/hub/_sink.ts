@@ -1,15 +1,11 @@
 /**
  * Where downloaded bytes go: written at their offset into the `.incomplete`
- * file and hashed in order (after hashing what an earlier run left). Under
- * Deno both happen on native threads (`_native.ts`) while the caller reads
- * the next bytes; elsewhere both happen on the calling thread.
+ * file and hashed as they arrive (after hashing what an earlier run left).
  *
  * @module
  */
 import * as fs from "node:fs";
-import process from "node:process";
-import { type Hasher, hasherFor } from "./_sha256.ts";
-import { downloadNative, WRITE_UNSUPPORTED, writeErrorMessage } from "./_native.ts";
+import { createHash, type Hash } from "node:crypto";
 
 /** How to open a sink. */
 export interface SinkOptions {
@@ -23,130 +19,85 @@ export interface SinkOptions {
 
 /** A file being written and hashed. */
 export interface Sink {
-  /**
-   * `true` when {@linkcode Sink.add} works on other threads: then the bytes
-   * handed to it must stay unchanged until the next `add`, `finish` or
-   * `abort` resolves (so the caller fills a second buffer meanwhile).
-   * `false`: `add` is done when it returns, and the bytes may be reused.
-   */
-  readonly async: boolean;
-  /** Writes `bytes` next and adds them to the hash (waiting for the previous `add` first). */
-  add(bytes: Uint8Array): Promise<void> | void;
+  /** Writes `bytes` next. */
+  write(bytes: Uint8Array): void;
   /** Closes the file; resolves to the hex digest of everything in it. */
-  finish(): Promise<string>;
-  /** Closes the file after a failure, once nothing is being written. */
-  abort(): Promise<void>;
+  finish(): string;
+  /** Closes the file after a failure. */
+  abort(): void;
 }
 
-/** Reads of what an earlier run downloaded (a reason: few calls, little memory). */
-const PREFIX_READ_BYTES = 4 << 20;
-
-/** Hashes the file's first `prefix_bytes`, reading into two buffers in turn. */
-async function hashPrefix(fd: number, prefix_bytes: number, hasher: Hasher): Promise<void> {
-  const length = Math.max(1, Math.min(PREFIX_READ_BYTES, prefix_bytes));
-  const buffers = [new Uint8Array(length), new Uint8Array(length)];
-  let hashing: Promise<void> | void = undefined;
-  let turn = 0;
-  let position = 0;
-  while (position < prefix_bytes) {
-    const buffer = buffers[turn];
-    const want = Math.min(buffer.length, prefix_bytes - position);
-    const n = fs.readSync(fd, buffer, 0, want, position);
-    if (n <= 0) throw new Error("the partial download shrank while being read");
-    await hashing; // the other buffer's hash, before this one's starts
-    hashing = hasher.update(buffer.subarray(0, n));
-    position += n;
-    turn ^= 1;
+/** Opens the file and returns a hash over what it holds already. */
+function openAndHashPrefix(o: SinkOptions): { fd: number; hash: Hash } {
+  const fd = fs.openSync(o.path, o.prefix_bytes > 0 ? "r+" : "w");
+  try {
+    return { fd, hash: hashPrefix(fs, createHash, o, fd) };
+  } catch (error) {
+    fs.closeSync(fd);
+    throw error;
   }
-  await hashing;
 }
+
+function hashPrefix(fsModule: typeof fs, create: typeof createHash, o: SinkOptions, fd: number) {
+  const hash = create(o.etag.length === 64 ? "sha256" : "sha1");
+  if (o.etag.length !== 64) hash.update(`blob ${o.size_bytes}\0`);
+  // 4 MiB reads of what an earlier run downloaded
+  const buffer = new Uint8Array(Math.max(1, Math.min(4 << 20, o.prefix_bytes)));
+  let position = 0;
+  while (position < o.prefix_bytes) {
+    const want = Math.min(buffer.length, o.prefix_bytes - position);
+    const n = fsModule.readSync(fd, buffer, 0, want, position);
+    if (n <= 0) throw new Error("the partial download shrank while being read");
+    hash.update(buffer.subarray(0, n));
+    position += n;
+  }
+  return hash;
+}
+
+/**
+ * Bytes per write(2) (a reason: on the Firecracker VM the benchmarks run on,
+ * 1-4 MiB writes went at a fifth of the speed of 64 KiB ones now and then, as
+ * the kernel gives big writes big page-cache folios, which there often land on
+ * guest memory the host has not backed yet; curl writes 16-64 KiB at a time).
+ */
+const WRITE_PIECE_BYTES = 64 << 10;
 
 function writeAt(fd: number, bytes: Uint8Array, position: number): void {
   let offset = 0;
   while (offset < bytes.length) {
-    offset += fs.writeSync(fd, bytes, offset, bytes.length - offset, position + offset);
+    const length = Math.min(bytes.length - offset, WRITE_PIECE_BYTES);
+    offset += fs.writeSync(fd, bytes, offset, length, position + offset);
   }
-}
-
-/** A writer of `bytes` at `position`: native and nonblocking where it can be. */
-function writerFor(
-  fd: number,
-  path: string,
-): { async: boolean; write: (bytes: Uint8Array, position: number) => Promise<void> | void } {
-  const fns = downloadNative();
-  if (fns !== null && process.platform !== "win32") {
-    return {
-      async: true,
-      async write(bytes, position) {
-        const code = await fns.dotllm_write_at(fd, bytes, BigInt(bytes.length), BigInt(position));
-        if (code === WRITE_UNSUPPORTED) return writeAt(fd, bytes, position);
-        if (code !== 0) throw new Error(`cannot write ${path}: ${writeErrorMessage(code)}`);
-      },
-    };
-  }
-  return { async: false, write: (bytes, position) => writeAt(fd, bytes, position) };
 }
 
 /**
- * Opens `options.path` for the rest of a download, after hashing what it
- * holds. (A Web Worker hashing 1 MiB batches handed over by message was
- * measured against hashing inline in bench/pull.ts: on the 2-core machine it
- * cost more CPU than it overlapped, 2.28x curl against 1.46x inline. Native
- * threads take no copies and no second JavaScript heap.)
+ * Opens `options.path` for the rest of a download, writing and hashing on
+ * this thread, each chunk while it is still in the CPU's cache. Two ways of
+ * overlapping them were measured against this in bench/pull.ts on the 2-core
+ * machine, and both cost more CPU than they overlapped: a hash worker with
+ * 1 MiB batches handed over (2.28x curl against 1.46x inline), and native
+ * threads (SHA-NI and pwrite through nonblocking FFI calls, on 4 MiB batches:
+ * 660 ms of CPU against 560-590 inline, 1.56x curl against 1.30x, as the other
+ * core re-reads each batch from memory).
  */
-export async function openSink(options: SinkOptions): Promise<Sink> {
-  const fd = fs.openSync(options.path, options.prefix_bytes > 0 ? "r+" : "w");
-  const hasher = hasherFor(options.etag, options.size_bytes);
-  try {
-    await hashPrefix(fd, options.prefix_bytes, hasher);
-  } catch (error) {
-    fs.closeSync(fd);
-    hasher.dispose();
-    throw error;
-  }
-  const writer = writerFor(fd, options.path);
-  let written = options.prefix_bytes;
+export function openSink(options: SinkOptions): Sink {
+  const { fd, hash } = openAndHashPrefix(options);
+  let position = options.prefix_bytes;
   let open = true;
-  // The previous add's write and hash; awaited before the next add, finish or abort.
-  let running: Promise<unknown> | undefined;
-  const settled = async () => {
-    const previous = running;
-    running = undefined;
-    await previous;
-  };
   return {
-    async: writer.async || hasher.async,
-    add(bytes) {
-      const position = written;
-      written += bytes.length;
-      if (running === undefined) {
-        const w = writer.write(bytes, position);
-        const h = hasher.update(bytes);
-        if (w !== undefined || h !== undefined) running = Promise.all([w, h]);
-        return;
-      }
-      return settled().then(() => {
-        running = Promise.all([writer.write(bytes, position), hasher.update(bytes)]);
-      });
+    write(bytes) {
+      writeAt(fd, bytes, position);
+      hash.update(bytes);
+      position += bytes.length;
     },
-    async finish() {
-      try {
-        await settled();
-      } finally {
-        open = false;
-        fs.closeSync(fd);
-      }
-      return hasher.digest();
+    finish() {
+      open = false;
+      fs.closeSync(fd);
+      return hash.digest("hex");
     },
-    async abort() {
-      try {
-        await settled();
-      } catch {
-        // the failure being cleaned up after is already reported
-      }
+    abort() {
       if (open) fs.closeSync(fd);
       open = false;
-      hasher.dispose();
     },
   };
 }

@@ -11,7 +11,6 @@ import * as fs from "node:fs";
 import { HubError } from "./errors.ts";
 import type { ProgressSink } from "./progress.ts";
 import { openSink, type Sink } from "./_sink.ts";
-import { downloadNative } from "./_native.ts";
 import { rawGet, type RawResponse } from "./_http1.ts";
 
 /** Abort when no byte arrives for this long (a reason: a stalled server must not hang a pull). */
@@ -42,24 +41,13 @@ export interface DownloadResult {
   resumed_bytes: number;
 }
 
-/**
- * Bytes written and hashed per native call (a reason: big enough that a
- * call's cost vanishes, small enough that the last batch, done after the last
- * byte arrives, takes ~3 ms).
- */
-const BATCH_BYTES = 4 << 20;
-/** A batch goes to disk at least this often, so a killed pull leaves its bytes for a resume. */
-const BATCH_MAX_AGE_MS = 100;
-/** Bytes asked for per read of a byte stream (a reason: a quarter of the reads and the CPU of 64 KiB chunks). */
+/** Bytes asked for per read (a reason: a quarter of the reads and the CPU of 64 KiB chunks). */
 const READ_BYTES = 1 << 20;
 
 /**
- * Reads `body` to its end: each chunk goes first to `received` (which counts
- * and checks it), then to `sink`. When the sink works on other threads, chunks
- * are copied into two 4 MiB buffers used in turn, one filling while the
- * other is written and hashed; a buffer goes when full or 100 ms old, and what
- * one holds when the connection fails still goes before the error is
- * rethrown, so a resume keeps every received byte.
+ * Reads `body` to its end, each chunk first to `received` (which counts and
+ * checks it), then into `sink`: a BYOB reader into one reused buffer where
+ * the body is a byte stream (Deno's fetch), else the default reader.
  */
 async function pump(
   body: ReadableStream<Uint8Array>,
@@ -72,108 +60,38 @@ async function pump(
   } catch {
     byob = undefined;
   }
-  let next: () => Promise<Uint8Array | undefined>;
   if (byob === undefined) {
     const reader = body.getReader();
-    next = async () => {
-      const { done, value } = await reader.read();
-      return done ? undefined : value;
-    };
-  } else {
-    // One reused buffer: each chunk is copied out or consumed before the next read.
-    const reader = byob;
-    let buffer: ArrayBuffer = new ArrayBuffer(READ_BYTES);
-    next = async () => {
-      const { done, value } = await reader.read(new Uint8Array(buffer));
-      if (value !== undefined) buffer = value.buffer as ArrayBuffer;
-      return done ? undefined : value;
-    };
-  }
-  if (!sink.async) {
     while (true) {
-      const value = await next();
-      if (value === undefined) return;
+      const { done, value } = await reader.read();
+      if (done) return;
       received(value);
-      const adding = sink.add(value);
-      if (adding !== undefined) await adding;
+      sink.write(value);
     }
   }
-  const buffers = [new Uint8Array(BATCH_BYTES), new Uint8Array(BATCH_BYTES)];
-  let turn = 0;
-  let filled = 0;
-  let started = 0;
-  const flush = async () => {
-    if (filled === 0) return;
-    const batch = buffers[turn].subarray(0, filled);
-    turn ^= 1;
-    filled = 0;
-    await sink.add(batch); // resolves once the other buffer is free
-  };
+  let buffer: ArrayBuffer = new ArrayBuffer(READ_BYTES);
   while (true) {
-    let value: Uint8Array | undefined;
-    try {
-      value = await next();
-    } catch (error) {
-      try {
-        await flush();
-      } catch {
-        // the read's failure is the one to report
-      }
-      throw error;
-    }
-    if (value === undefined) return await flush();
+    const { done, value } = await byob.read(new Uint8Array(buffer));
+    if (done || value === undefined) return;
+    buffer = value.buffer as ArrayBuffer;
     received(value);
-    let offset = 0;
-    while (offset < value.length) {
-      if (filled === 0) started = Date.now();
-      const n = Math.min(value.length - offset, BATCH_BYTES - filled);
-      buffers[turn].set(value.subarray(offset, offset + n), filled);
-      filled += n;
-      offset += n;
-      if (filled === BATCH_BYTES) await flush();
-    }
-    if (filled > 0 && Date.now() - started >= BATCH_MAX_AGE_MS) await flush();
+    sink.write(value);
   }
 }
 
-/** Like {@linkcode pump}, for a body read off the connection: `conn.read` fills the batches in place. */
+/** Like {@linkcode pump}, for a body read off the connection into one reused buffer. */
 async function pumpRaw(
   raw: RawResponse,
   sink: Sink,
   received: (bytes: Uint8Array) => void,
 ): Promise<void> {
-  const count = sink.async ? 2 : 1;
-  const size = sink.async ? BATCH_BYTES : READ_BYTES;
-  const buffers = Array.from({ length: count }, () => new Uint8Array(size));
-  let turn = 0;
-  let filled = 0;
-  let started = 0;
-  const flush = async () => {
-    if (filled === 0) return;
-    const batch = buffers[turn].subarray(0, filled);
-    turn = (turn + 1) % count;
-    filled = 0;
-    const adding = sink.add(batch); // resolves once the next buffer is free
-    if (adding !== undefined) await adding;
-  };
+  const buffer = new Uint8Array(READ_BYTES);
   while (true) {
-    if (filled === 0) started = Date.now();
-    const into = buffers[turn].subarray(filled, Math.min(size, filled + READ_BYTES));
-    let n: number | null;
-    try {
-      n = await raw.read(into);
-    } catch (error) {
-      try {
-        await flush();
-      } catch {
-        // the read's failure is the one to report
-      }
-      throw error;
-    }
-    if (n === null) return await flush();
-    received(into.subarray(0, n));
-    filled += n;
-    if (filled === size || !sink.async || Date.now() - started >= BATCH_MAX_AGE_MS) await flush();
+    const n = await raw.read(buffer);
+    if (n === null) return;
+    const value = buffer.subarray(0, n);
+    received(value);
+    sink.write(value);
   }
 }
 
@@ -241,11 +159,9 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   if (have < job.size_bytes || job.size_bytes === 0) {
     touch();
     try {
-      // Off the connection where the bytes go to native threads; `fetch` otherwise,
-      // and for every answer that path leaves to it (see _http1.ts).
-      const raw = downloadNative() !== null
-        ? await rawGet(job.url, requestHeaders, controller.signal)
-        : undefined;
+      // Off the connection where it can be; `fetch` for every answer that path
+      // leaves to it (see _http1.ts).
+      const raw = await rawGet(job.url, requestHeaders, controller.signal);
       response = raw !== undefined ? rawAnswer(raw) : fetchAnswer(
         await fetch(job.url, { headers: requestHeaders, signal: controller.signal }),
       );
@@ -281,7 +197,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   }
   let sink: Sink;
   try {
-    sink = await openSink({
+    sink = openSink({
       path: incomplete,
       prefix_bytes: have,
       etag: job.etag,
@@ -334,7 +250,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
         true,
       );
     }
-    const digest = await sink.finish();
+    const digest = sink.finish();
     ok = true;
     if (digest !== job.etag) {
       fs.rmSync(incomplete, { force: true });
@@ -348,7 +264,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
     clearInterval(idle);
     progress.finish(ok);
     if (!ok) {
-      await sink.abort();
+      sink.abort();
       await response?.cancel();
     }
   }

@@ -29,7 +29,7 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 9;
+export const ABI_VERSION = 8;
 
 /** Every symbol of `ffi/`, by name. Keep in the order of the Zig files. */
 export const symbols = {
@@ -56,13 +56,6 @@ export const symbols = {
   dotllm_dequantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
   // ffi/bandwidth.zig
   dotllm_bandwidth_read: { args: ["ptr", "ptr", "usize"], result: "u64" },
-  // ffi/sha256.zig
-  dotllm_sha256_create: { args: [], result: "ptr" },
-  dotllm_sha256_update: { args: ["ptr", "ptr", "usize"], result: "void" },
-  dotllm_sha256_final: { args: ["ptr", "ptr"], result: "void" },
-  dotllm_sha256_sha_ni: { args: [], result: "u32" },
-  // ffi/file_write.zig
-  dotllm_write_at: { args: ["i32", "ptr", "usize", "u64"], result: "i32" },
   // ffi/graph.zig
   dotllm_graph_run: { args: ["ptr", "ptr", "usize"], result: "i32" },
   dotllm_op_schema: { args: ["ptr", "usize"], result: "usize" },
