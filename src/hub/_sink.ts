@@ -77,8 +77,8 @@ function writeAt(fd: number, bytes: Uint8Array, position: number): void {
  * machine, and both cost more CPU than they overlapped: a hash worker with
  * 1 MiB batches handed over (2.28x curl against 1.46x inline), and native
  * threads (SHA-NI and pwrite through nonblocking FFI calls, on 4 MiB batches:
- * 660 ms of CPU against 560-590 inline, 1.56x curl against 1.30x, as the other
- * core re-reads each batch from memory).
+ * 580-660 ms of CPU against 590-630 inline, 1.56x and 2.00x curl against 1.30x
+ * and 2.08x, as the other core re-reads each batch from memory).
  */
 export function openSink(options: SinkOptions): Sink {
   const { fd, hash } = openAndHashPrefix(options);
