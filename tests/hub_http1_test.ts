@@ -138,3 +138,26 @@ Deno.test("a proxy in the environment, DOTLLM_HUB_FETCH=1 or another scheme turn
   assert.equal(await readAll("ftp://127.0.0.1/file"), undefined);
   assert.equal(server.requests.length, 1, "nothing was sent when the path was off");
 });
+
+Deno.test("an abort ends a request whose server never answers, and one not yet connected", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn); // accepts, never answers
+  })();
+  const url = `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}/stall`;
+  try {
+    const controller = new AbortController();
+    const started = Date.now();
+    setTimeout(() => controller.abort(), 200);
+    await assert.rejects(rawGet(url, {}, controller.signal), /aborted/);
+    assert.ok(Date.now() - started < 5_000, "the abort ended the wait");
+    const aborted = new AbortController();
+    aborted.abort();
+    await assert.rejects(rawGet(url, {}, aborted.signal), /aborted/);
+  } finally {
+    listener.close();
+    await accepting.catch(() => {});
+    for (const conn of held) conn.close();
+  }
+});

@@ -77,9 +77,12 @@ export async function rawGet(
   const hostname = target.hostname.replace(/^\[(.*)\]$/, "$1");
   const https = target.protocol === "https:";
   const port = Number(target.port || (https ? 443 : 80));
-  const conn: Deno.Conn = https
-    ? await Deno.connectTls({ hostname, port, alpnProtocols: ["http/1.1"] })
-    : await Deno.connect({ hostname, port });
+  const conn = await abortable(
+    https
+      ? Deno.connectTls({ hostname, port, alpnProtocols: ["http/1.1"] })
+      : Deno.connect({ hostname, port }),
+    signal,
+  );
   const close = () => {
     try {
       conn.close();
@@ -156,8 +159,37 @@ export async function rawGet(
   } catch (error) {
     signal.removeEventListener("abort", onAbort);
     close();
-    throw error;
+    throw signal.aborted ? new Error("the download was aborted") : error;
   }
+}
+
+/** `connecting`, or a rejection when `signal` aborts first (closing the connection that comes late). */
+function abortable(connecting: Promise<Deno.Conn>, signal: AbortSignal): Promise<Deno.Conn> {
+  if (signal.aborted) {
+    connecting.then((c) => c.close(), () => {});
+    return Promise.reject(new Error("the download was aborted"));
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      connecting.then((c) => c.close(), () => {});
+      reject(new Error("the download was aborted"));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    connecting.then(
+      (c) => {
+        signal.removeEventListener("abort", onAbort);
+        if (signal.aborted) {
+          c.close();
+          return;
+        }
+        resolve(c);
+      },
+      (error) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
