@@ -171,7 +171,11 @@ if (values.before) {
 }
 const loads: number[] = [];
 for (let run = 0; run < runs; run++) {
-  for (const row of rows) row.ms.push(await row.run(row.cpu));
+  // Each round starts one row later, so no row always follows the same one.
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[(run + i) % rows.length];
+    row.ms.push(await row.run(row.cpu));
+  }
   loads.push(Deno.loadavg()[0]);
 }
 fs.rmSync(scratch, { recursive: true, force: true });
