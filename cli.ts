@@ -11,40 +11,39 @@
  */
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { benchCommand } from "./src/cli/bench.ts";
 import { type Command, UsageError } from "./src/cli/command.ts";
-import { runCommand } from "./src/cli/run.ts";
-import { serveCommand } from "./src/cli/serve.ts";
-import { chatCommand } from "./src/cli/chat.ts";
-import { inspectCommand } from "./src/cli/inspect.ts";
-import { quantizeCommand } from "./src/cli/quantize.ts";
 import { isBrokenPipe, writeStderr, writeStdout } from "./src/cli/io.ts";
 import { prepareLibrary } from "./src/native/locate.ts";
 import { errorStyle } from "./src/cli/terminal.ts";
-import { tokenizeCommand } from "./src/cli/tokenize.ts";
-import { detokenizeCommand } from "./src/cli/detokenize.ts";
-import { listCommand } from "./src/cli/list.ts";
-import { pullCommand } from "./src/cli/pull.ts";
-import { rmCommand } from "./src/cli/rm.ts";
 import { HubError } from "./src/hub/errors.ts";
 import { VERSION } from "./src/version.ts";
 
-/** Every command, in the order `--help` lists them. */
-export const commands: readonly Command[] = [
-  runCommand,
-  serveCommand,
-  chatCommand,
-  inspectCommand,
-  tokenizeCommand,
-  detokenizeCommand,
-  pullCommand,
-  listCommand,
-  rmCommand,
-  benchCommand,
-  quantizeCommand,
-];
+/**
+ * Every command, in the order `--help` lists them, each imported only when
+ * it runs (a reason: `dotllm pull` need not load the model, server and
+ * template code, ~60 ms of start-up).
+ */
+const commandLoaders: Readonly<Record<string, () => Promise<Command>>> = {
+  run: async () => (await import("./src/cli/run.ts")).runCommand,
+  serve: async () => (await import("./src/cli/serve.ts")).serveCommand,
+  chat: async () => (await import("./src/cli/chat.ts")).chatCommand,
+  inspect: async () => (await import("./src/cli/inspect.ts")).inspectCommand,
+  tokenize: async () => (await import("./src/cli/tokenize.ts")).tokenizeCommand,
+  detokenize: async () => (await import("./src/cli/detokenize.ts")).detokenizeCommand,
+  pull: async () => (await import("./src/cli/pull.ts")).pullCommand,
+  list: async () => (await import("./src/cli/list.ts")).listCommand,
+  rm: async () => (await import("./src/cli/rm.ts")).rmCommand,
+  bench: async () => (await import("./src/cli/bench.ts")).benchCommand,
+  quantize: async () => (await import("./src/cli/quantize.ts")).quantizeCommand,
+};
 
-function helpText(): string {
+/** Every command, in the order `--help` lists them (this imports them all). */
+export function loadCommands(): Promise<Command[]> {
+  return Promise.all(Object.values(commandLoaders).map((load) => load()));
+}
+
+async function helpText(): Promise<string> {
+  const commands = await loadCommands();
   const width = Math.max(0, ...commands.map((c) => c.name.length));
   const lines = commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`);
   return [
@@ -100,7 +99,7 @@ function usageText(command: Command): string {
 export async function main(args: string[]): Promise<number> {
   const [name, ...rest] = args;
   if (name === "--help" || name === "-h" || (name === "help" && rest.length === 0)) {
-    writeStdout(helpText());
+    writeStdout(await helpText());
     return 0;
   }
   if (name === "--version" || name === "-V") {
@@ -108,21 +107,27 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const helpFor = name === "help" ? rest[0] : undefined;
-  const command = commands.find((c) => c.name === (helpFor ?? name));
+  const wanted = helpFor ?? name;
+  const load = wanted !== undefined && Object.hasOwn(commandLoaders, wanted)
+    ? commandLoaders[wanted]
+    : undefined;
+  let command: Command | undefined;
   try {
     if (name === undefined) throw new UsageError("missing command");
-    if (command === undefined) {
-      throw new UsageError(`unknown command "${helpFor ?? name}"`);
+    if (load === undefined) {
+      throw new UsageError(`unknown command "${wanted}"`);
     }
+    const chosen = await load();
+    command = chosen;
     if (helpFor !== undefined || rest.includes("--help") || rest.includes("-h")) {
-      writeStdout(usageText(command));
+      writeStdout(usageText(chosen));
       return 0;
     }
     let parsed;
     try {
-      const spelled = rest.map((arg) => command.aliases?.[arg] ?? arg);
-      const args = joinNegativeValues(spelled, command.options);
-      parsed = parseArgs({ args, options: command.options, allowPositionals: true });
+      const spelled = rest.map((arg) => chosen.aliases?.[arg] ?? arg);
+      const args = joinNegativeValues(spelled, chosen.options);
+      parsed = parseArgs({ args, options: chosen.options, allowPositionals: true });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       // parseArgs adds a sentence about `--` to an unknown option: keep the first.
@@ -130,7 +135,7 @@ export async function main(args: string[]): Promise<number> {
       throw new UsageError(unknown ? unknown[0] : message.split("\n")[0]);
     }
     await prepareLibrary();
-    return await command.run(parsed.values, parsed.positionals);
+    return await chosen.run(parsed.values, parsed.positionals);
   } catch (error) {
     if (isBrokenPipe(error)) return 0;
     const message = error instanceof Error ? error.message : String(error);

@@ -6,7 +6,12 @@
  * HEAD to the resolve endpoint, the download, the sha256 check and the move
  * into place. Runs alternate to share the machine's noise.
  *
- *   deno task bench:pull [--size-mb 250] [--runs 5]
+ *   deno task bench:pull [--size-mb 250] [--runs 5] [--before CHECKOUT]
+ *
+ * Rows: curl; dotllm pull (the body read off the connection, see
+ * src/hub/_http1.ts); dotllm pull with `DOTLLM_HUB_FETCH=1` (the body read
+ * through `fetch`, as Bun does); and with `--before`, the `cli.ts` of another
+ * checkout (say, main's) for a before/after in the same session.
  *
  * The file (random bytes) is written once into the ignored models/bench/.
  *
@@ -21,7 +26,11 @@ import { LAUNCHER_FLAGS } from "../tests/_hub.ts";
 
 const { values } = parseArgs({
   args: process.argv.slice(2),
-  options: { "size-mb": { type: "string" }, runs: { type: "string" } },
+  options: {
+    "size-mb": { type: "string" },
+    runs: { type: "string" },
+    before: { type: "string" },
+  },
 });
 const sizeBytes = Number(values["size-mb"] ?? 250) * 1_000_000;
 const runs = Number(values.runs ?? 5);
@@ -85,7 +94,6 @@ const hubUrl = `http://127.0.0.1:${server.addr.port}`;
 const url = `${hubUrl}/bench/pull/resolve/main/model.gguf`;
 
 const TIME = "/usr/bin/time"; // GNU time: the child's CPU seconds, steadier than wall time here
-const cpu = { curl: [] as number[], pull: [] as number[] };
 
 async function timed(
   command: string,
@@ -112,34 +120,63 @@ async function timed(
 }
 
 const scratch = join(dir, "scratch");
-const pull = async () => {
+const pull = async (cli: string, extraEnv: Record<string, string>, cpuTimes: number[]) => {
   fs.rmSync(scratch, { recursive: true, force: true });
   fs.mkdirSync(scratch, { recursive: true });
   const ms = await timed(
     Deno.execPath(),
-    [...LAUNCHER_FLAGS, join(root, "cli.ts"), "pull", "bench/pull/model.gguf"],
+    [...LAUNCHER_FLAGS, cli, "pull", "bench/pull/model.gguf"],
     {
       HF_HOME: scratch,
       HF_HUB_CACHE: join(scratch, "hub"),
       HF_ENDPOINT: hubUrl,
       HF_TOKEN: "",
       NO_COLOR: "1",
+      ...extraEnv,
     },
-    cpu.pull,
+    cpuTimes,
   );
   const blob = join(scratch, "hub", "models--bench--pull", "blobs", sha);
   if (fs.statSync(blob).size !== sizeBytes) throw new Error("dotllm pull wrote the wrong size");
   return ms;
 };
-const curlMs: number[] = [];
-const pullMs: number[] = [];
+interface Row {
+  name: string;
+  ms: number[];
+  cpu: number[];
+  run: (cpuTimes: number[]) => Promise<number>;
+}
+const rows: Row[] = [
+  {
+    name: "curl -L",
+    ms: [],
+    cpu: [],
+    run: (c) => {
+      fs.rmSync(scratch, { recursive: true, force: true });
+      fs.mkdirSync(scratch, { recursive: true });
+      return timed("curl", ["-sS", "-fL", "-o", join(scratch, "curl.gguf"), url], {}, c);
+    },
+  },
+  { name: "dotllm pull", ms: [], cpu: [], run: (c) => pull(join(root, "cli.ts"), {}, c) },
+  {
+    name: "dotllm pull, fetch",
+    ms: [],
+    cpu: [],
+    run: (c) => pull(join(root, "cli.ts"), { DOTLLM_HUB_FETCH: "1" }, c),
+  },
+];
+if (values.before) {
+  const cli = join(values.before, "cli.ts");
+  rows.push({ name: "dotllm pull (before)", ms: [], cpu: [], run: (c) => pull(cli, {}, c) });
+}
+const loads: number[] = [];
 for (let run = 0; run < runs; run++) {
-  fs.rmSync(scratch, { recursive: true, force: true });
-  fs.mkdirSync(scratch, { recursive: true });
-  curlMs.push(
-    await timed("curl", ["-sS", "-fL", "-o", join(scratch, "curl.gguf"), url], {}, cpu.curl),
-  );
-  pullMs.push(await pull());
+  // Each round starts one row later, so no row always follows the same one.
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[(run + i) % rows.length];
+    row.ms.push(await row.run(row.cpu));
+  }
+  loads.push(Deno.loadavg()[0]);
 }
 fs.rmSync(scratch, { recursive: true, force: true });
 await server.shutdown();
@@ -151,17 +188,18 @@ const line = (name: string, xs: number[]) =>
   `${name.padEnd(24)} ${median(xs).toFixed(0).padStart(6)} ms (${mbps(median(xs))} MB/s)  runs: ${
     xs.map((x) => x.toFixed(0)).join(" ")
   }`;
-console.log(`file: ${sizeBytes / 1e6} MB over loopback, ${runs} runs each, medians`);
-console.log(line("curl -L", curlMs));
-console.log(line("dotllm pull", pullMs));
-console.log(
-  `ratio dotllm/curl: ${(median(pullMs) / median(curlMs)).toFixed(2)} (target <= 1.20)`,
-);
-if (cpu.curl.length > 0) {
-  console.log(
-    `CPU (user+sys) medians: curl ${median(cpu.curl).toFixed(0)} ms, dotllm pull ${
-      median(cpu.pull).toFixed(0)
-    } ms, ratio ${(median(cpu.pull) / median(cpu.curl)).toFixed(2)}`,
-  );
+console.log(`file: ${sizeBytes / 1e6} MB over loopback, ${runs} interleaved runs each, medians`);
+const curl = rows[0];
+for (const row of rows) {
+  const ratio = row === curl ? "" : `  x${(median(row.ms) / median(curl.ms)).toFixed(2)}`;
+  const cpuText = row.cpu.length > 0 ? `  CPU ${median(row.cpu).toFixed(0)} ms` : "";
+  console.log(`${line(row.name, row.ms)}${ratio}${cpuText}`);
 }
-console.log(`load average: ${Deno.loadavg().map((x) => x.toFixed(1)).join(" ")}`);
+console.log(
+  `ratio dotllm/curl: ${(median(rows[1].ms) / median(curl.ms)).toFixed(2)} (target <= 1.20)`,
+);
+console.log(
+  `load average (1 min) after each round: ${loads.map((x) => x.toFixed(1)).join(" ")}; now ${
+    Deno.loadavg().map((x) => x.toFixed(1)).join(" ")
+  }`,
+);

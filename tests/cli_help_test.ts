@@ -2,11 +2,13 @@
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { commands } from "../cli.ts";
+import { loadCommands } from "../cli.ts";
 import { VERSION } from "../src/version.ts";
 import { runBun, runDeno } from "./_cli.ts";
 import { exec } from "./_ship.ts";
 import { repoRoot } from "./_testdata.ts";
+
+const commands = await loadCommands();
 
 Deno.test("--help lists every command; --version matches deno.json; Bun prints the same", async () => {
   for (const args of [["--help"], ["-h"], ["help"]]) {

@@ -54,18 +54,31 @@ function hashPrefix(fsModule: typeof fs, create: typeof createHash, o: SinkOptio
   return hash;
 }
 
+/**
+ * Bytes per write(2) (a reason: on the Firecracker VM the benchmarks run on,
+ * 1-4 MiB writes went at a fifth of the speed of 64 KiB ones now and then, as
+ * the kernel gives big writes big page-cache folios, which there often land on
+ * guest memory the host has not backed yet; curl writes 16-64 KiB at a time).
+ */
+const WRITE_PIECE_BYTES = 64 << 10;
+
 function writeAt(fd: number, bytes: Uint8Array, position: number): void {
   let offset = 0;
   while (offset < bytes.length) {
-    offset += fs.writeSync(fd, bytes, offset, bytes.length - offset, position + offset);
+    const length = Math.min(bytes.length - offset, WRITE_PIECE_BYTES);
+    offset += fs.writeSync(fd, bytes, offset, length, position + offset);
   }
 }
 
 /**
  * Opens `options.path` for the rest of a download, writing and hashing on
- * this thread. (A hash worker, with 1 MiB batches handed over, was measured
- * against this in bench/pull.ts: on the 2-core machine it cost more CPU than
- * it overlapped, 2.28x curl against 1.46x inline.)
+ * this thread, each chunk while it is still in the CPU's cache. Two ways of
+ * overlapping them were measured against this in bench/pull.ts on the 2-core
+ * machine, and both cost more CPU than they overlapped: a hash worker with
+ * 1 MiB batches handed over (2.28x curl against 1.46x inline), and native
+ * threads (SHA-NI and pwrite through nonblocking FFI calls, on 4 MiB batches:
+ * 580-660 ms of CPU against 590-630 inline, 1.56x and 2.00x curl against 1.30x
+ * and 2.08x, as the other core re-reads each batch from memory).
  */
 export function openSink(options: SinkOptions): Sink {
   const { fd, hash } = openAndHashPrefix(options);

@@ -11,6 +11,7 @@ import * as fs from "node:fs";
 import { HubError } from "./errors.ts";
 import type { ProgressSink } from "./progress.ts";
 import { openSink, type Sink } from "./_sink.ts";
+import { rawGet, type RawResponse } from "./_http1.ts";
 
 /** Abort when no byte arrives for this long (a reason: a stalled server must not hang a pull). */
 const IDLE_TIMEOUT_MS = 60_000;
@@ -40,15 +41,19 @@ export interface DownloadResult {
   resumed_bytes: number;
 }
 
-/** Bytes asked for per read of a byte stream (a reason: a quarter of the reads and the CPU of 64 KiB chunks). */
+/** Bytes asked for per read (a reason: a quarter of the reads and the CPU of 64 KiB chunks). */
 const READ_BYTES = 1 << 20;
 
 /**
- * A function returning the body's next bytes (`undefined` at the end): a BYOB
- * reader into one reused 1 MiB buffer where the body is a byte stream (Deno's
- * fetch), else the default reader. The bytes are valid until the next call.
+ * Reads `body` to its end, each chunk first to `received` (which counts and
+ * checks it), then into `sink`: a BYOB reader into one reused buffer where
+ * the body is a byte stream (Deno's fetch), else the default reader.
  */
-function chunkReader(body: ReadableStream<Uint8Array>): () => Promise<Uint8Array | undefined> {
+async function pump(
+  body: ReadableStream<Uint8Array>,
+  sink: Sink,
+  received: (bytes: Uint8Array) => void,
+): Promise<void> {
   let byob: ReadableStreamBYOBReader | undefined;
   try {
     byob = body.getReader({ mode: "byob" });
@@ -57,18 +62,73 @@ function chunkReader(body: ReadableStream<Uint8Array>): () => Promise<Uint8Array
   }
   if (byob === undefined) {
     const reader = body.getReader();
-    return async () => {
+    while (true) {
       const { done, value } = await reader.read();
-      return done ? undefined : value;
-    };
+      if (done) return;
+      received(value);
+      sink.write(value);
+    }
   }
-  const reader = byob;
   let buffer: ArrayBuffer = new ArrayBuffer(READ_BYTES);
-  return async () => {
-    const { done, value } = await reader.read(new Uint8Array(buffer));
-    if (done || value === undefined) return undefined;
+  while (true) {
+    const { done, value } = await byob.read(new Uint8Array(buffer));
+    if (done || value === undefined) return;
     buffer = value.buffer as ArrayBuffer;
-    return value;
+    received(value);
+    sink.write(value);
+  }
+}
+
+/** Like {@linkcode pump}, for a body read off the connection into one reused buffer. */
+async function pumpRaw(
+  raw: RawResponse,
+  sink: Sink,
+  received: (bytes: Uint8Array) => void,
+): Promise<void> {
+  const buffer = new Uint8Array(READ_BYTES);
+  while (true) {
+    const n = await raw.read(buffer);
+    if (n === null) return;
+    const value = buffer.subarray(0, n);
+    received(value);
+    sink.write(value);
+  }
+}
+
+/** A download's answer, from `fetch` or read off the connection. */
+interface Answer {
+  readonly status: number;
+  readonly statusText: string;
+  readonly headers: Headers;
+  cancel(): Promise<void>;
+  /** Reads the body to its end into `sink`, calling `received` with each chunk first. */
+  pump(sink: Sink, received: (bytes: Uint8Array) => void): Promise<void>;
+}
+
+function fetchAnswer(response: Response): Answer {
+  return {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+    async cancel() {
+      try {
+        await response.body?.cancel();
+      } catch {
+        // a body being read is locked to its reader, which closes with it
+      }
+    },
+    pump: (sink, received) =>
+      response.body ? pump(response.body, sink, received) : Promise.resolve(),
+  };
+}
+
+function rawAnswer(raw: RawResponse): Answer {
+  return {
+    status: raw.status,
+    statusText: raw.statusText,
+    headers: raw.headers,
+    cancel: () => Promise.resolve(raw.close()),
+    pump: (sink, received) => pumpRaw(raw, sink, received),
   };
 }
 
@@ -95,11 +155,16 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   const requestHeaders: Record<string, string> = { "accept-encoding": "identity" };
   if (job.token) requestHeaders.authorization = `Bearer ${job.token}`;
   if (have > 0) requestHeaders.range = `bytes=${have}-`;
-  let response: Response | undefined;
+  let response: Answer | undefined;
   if (have < job.size_bytes || job.size_bytes === 0) {
     touch();
     try {
-      response = await fetch(job.url, { headers: requestHeaders, signal: controller.signal });
+      // Off the connection where it can be; `fetch` for every answer that path
+      // leaves to it (see _http1.ts).
+      const raw = await rawGet(job.url, requestHeaders, controller.signal);
+      response = raw !== undefined ? rawAnswer(raw) : fetchAnswer(
+        await fetch(job.url, { headers: requestHeaders, signal: controller.signal }),
+      );
     } catch (error) {
       clearInterval(idle);
       const reason = error instanceof Error ? error.message.split("\n")[0] : String(error);
@@ -110,19 +175,19 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
       );
     }
     if (response.status === 416 && have === job.size_bytes) {
-      await response.body?.cancel();
+      await response.cancel();
       response = undefined;
     } else if (response.status === 200) {
       have = 0; // the server ignored the range: start over
     } else if (response.status === 206) {
       const range = /^bytes (\d+)-/.exec(response.headers.get("content-range") ?? "");
       if (!range || Number(range[1]) !== have) {
-        await response.body?.cancel();
+        await response.cancel();
         clearInterval(idle);
         throw new HubError(`${job.label}: the server resumed at the wrong offset`);
       }
     } else {
-      await response.body?.cancel();
+      await response.cancel();
       clearInterval(idle);
       throw new HubError(
         `${job.label}: the download answered ${response.status} ${response.statusText}`.trimEnd(),
@@ -140,7 +205,7 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
     });
   } catch (error) {
     clearInterval(idle);
-    await response?.body?.cancel();
+    await response?.cancel();
     throw error;
   }
   let transferred = 0;
@@ -149,22 +214,19 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   let ok = false;
   let position = have;
   try {
-    if (response?.body) {
-      const read = chunkReader(response.body);
+    if (response !== undefined) {
+      const target = sink;
       try {
-        while (true) {
-          const value = await read();
-          if (value === undefined) break;
+        await response.pump(target, (value) => {
           touch();
           const length = value.length;
           if (position + length > job.size_bytes) {
             throw new HubError(`${job.label}: the server sent more than ${job.size_bytes} bytes`);
           }
-          sink.write(value);
           position += length;
           transferred += length;
           progress.update(position);
-        }
+        });
       } catch (error) {
         if (error instanceof HubError) throw error;
         const reason = controller.signal.aborted
@@ -201,7 +263,10 @@ export async function downloadBlob(job: BlobDownload): Promise<DownloadResult> {
   } finally {
     clearInterval(idle);
     progress.finish(ok);
-    if (!ok) sink.abort();
+    if (!ok) {
+      sink.abort();
+      await response?.cancel();
+    }
   }
   fs.renameSync(incomplete, job.blob_path);
   return { transferred_bytes: transferred, resumed_bytes: resumed };
