@@ -76,6 +76,9 @@ inline fn inGemm(tokens: usize, t: usize) bool {
 
 fn dotRangeOrder(comptime E: type, comptime repacked: bool, job: *const Job(E), row_begin: usize, row_end: usize) void {
     var r = row_begin;
+    if (job.tokens > 1 and comptime hasTile(E, repacked)) {
+        while (r + row_group <= row_end) : (r += row_group) tileRowGroup(E, repacked, job, r);
+    }
     if (@hasDecl(E, "vecDotRows")) {
         while (r + row_group <= row_end) : (r += row_group) {
             var w_rows: [row_group][]align(1) const E.Block = undefined;
@@ -99,6 +102,65 @@ fn dotRangeOrder(comptime E: type, comptime repacked: bool, job: *const Job(E), 
             E.vecDotRepackedGemm(w_row, job.actRow(t))
         else
             E.vecDotRepacked(w_row, job.actRow(t));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// GEMM tiles (additive: entries that declare no tile take the loops above).
+//
+// An entry may declare `vecDotTile(R, T, w_rows, a_rows) [T][R]f32` (ggml's vec_dot
+// order) and, when it has `repack_rows`, `vecDotTileRepacked` (the repacked GEMV order)
+// and `vecDotTileRepackedGemm` (the repacked GEMM order, when it differs). out[t][r] of
+// a tile must be bit-identical to the matching one-row call for (row r, token t): a tile
+// only shares the decoding of each weight block across its T tokens (and the activation
+// loads across its R rows), so a batch of 2-4 sequences reads and unpacks each weight
+// block once instead of running one GEMV per sequence.
+
+/// Tokens per GEMM tile: 4 rows × 4 tokens keeps the accumulators in registers, and
+/// llama.cpp's repacked GEMM groups tokens by 4 too (`inGemm`).
+pub const token_group = 4;
+
+fn hasTile(comptime E: type, comptime repacked: bool) bool {
+    if (row_group % 2 != 0) return false;
+    return if (repacked) @hasDecl(E, "vecDotTileRepacked") else @hasDecl(E, "vecDotTile");
+}
+
+/// Rows r..r+row_group for every token: tiles of `token_group` tokens, the remainder
+/// (1-3 tokens) in one smaller tile.
+fn tileRowGroup(comptime E: type, comptime repacked: bool, job: *const Job(E), r: usize) void {
+    var w_rows: [row_group][]align(1) const E.Block = undefined;
+    inline for (0..row_group) |i| w_rows[i] = job.weightRow(r + i);
+    const gemm_end = job.tokens - job.tokens % token_group;
+    var t: usize = 0;
+    while (t < gemm_end) : (t += token_group) {
+        if (repacked and @hasDecl(E, "vecDotTileRepackedGemm")) {
+            tileAt(E, .repacked_gemm, token_group, job, r, w_rows, t);
+        } else {
+            tileAt(E, if (repacked) .repacked else .plain, token_group, job, r, w_rows, t);
+        }
+    }
+    const order: Order = if (repacked) .repacked else .plain;
+    switch (job.tokens - gemm_end) {
+        0 => {},
+        1 => tileAt(E, order, 1, job, r, w_rows, t),
+        2 => tileAt(E, order, 2, job, r, w_rows, t),
+        3 => tileAt(E, order, 3, job, r, w_rows, t),
+        else => unreachable,
+    }
+}
+
+const Order = enum { plain, repacked, repacked_gemm };
+
+inline fn tileAt(comptime E: type, comptime order: Order, comptime T: usize, job: *const Job(E), r: usize, w_rows: [row_group][]align(1) const E.Block, t: usize) void {
+    var a_rows: [T][]align(1) const E.Act.Block = undefined;
+    inline for (0..T) |j| a_rows[j] = job.actRow(t + j);
+    const sums = switch (order) {
+        .plain => E.vecDotTile(row_group, T, w_rows, a_rows),
+        .repacked => E.vecDotTileRepacked(row_group, T, w_rows, a_rows),
+        .repacked_gemm => E.vecDotTileRepackedGemm(row_group, T, w_rows, a_rows),
+    };
+    inline for (0..T) |j| {
+        inline for (0..row_group) |i| job.out[(t + j) * job.rows + r + i] = sums[j][i];
     }
 }
 
@@ -205,5 +267,52 @@ test "the generic driver is bit-identical at 1..4 threads, with and without tile
         var garbage: [tokens * cols]f32 = @splat(1e30);
         try testing.expectEqual(Status.ok, matmul(ToyTiled, pool, &tiled, &w, &garbage, rows, cols, tokens, true));
         try testing.expectEqualSlices(f32, &expected, &tiled);
+    }
+}
+
+/// What the driver must give for (row r, token t) of a `rows`-row matmul of `tokens`
+/// tokens: the one-row call of the order llama.cpp uses there.
+fn expectedDot(comptime E: type, rows: usize, tokens: usize, t: usize, w: []align(1) const E.Block, a: []align(1) const E.Act.Block) f32 {
+    if (@hasDecl(E, "repack_rows") and E.repack_rows > 0 and rows % E.repack_rows == 0) {
+        if (@hasDecl(E, "vecDotRepackedGemm") and inGemm(tokens, t)) return E.vecDotRepackedGemm(w, a);
+        return E.vecDotRepacked(w, a);
+    }
+    return E.vecDot(w, a);
+}
+
+test "GEMM tiles of real legacy and K-quant entries equal the one-row calls per (row, token) at 1..3 threads" {
+    @setEvalBranchQuota(100_000);
+    const legacy = @import("quant_legacy.zig");
+    const kq = @import("quant_k.zig");
+    const cols = 512;
+    var prng = std.Random.DefaultPrng.init(11);
+    const random = prng.random();
+    inline for (.{ legacy.Q4_0, legacy.Q4_1, legacy.Q5_0, legacy.Q5_1, legacy.IQ4_NL, kq.Q2_K, kq.Q3_K, kq.Q4_K, kq.Q5_K, kq.Q6_K, kq.IQ4_XS }) |E| {
+        // 24 rows: repacked by llama.cpp (Q4_0, IQ4_NL, Q4_K); 22: not, with a remainder row pair.
+        inline for (.{ 24, 22 }) |rows| {
+            const nb = cols / E.block_elems;
+            var wf: [rows * cols]f32 = undefined;
+            for (&wf) |*v| v.* = random.float(f32) * 2 - 1;
+            var w: [rows * nb]E.Block = undefined;
+            for (0..rows) |r| E.quantizeRowRef(wf[r * cols ..][0..cols], w[r * nb ..][0..nb]);
+            inline for (.{ 2, 3, 4, 5, 7, 9 }) |tokens| {
+                var x: [tokens * cols]f32 = undefined;
+                for (&x) |*v| v.* = random.float(f32) * 2 - 1;
+                var expected: [tokens * rows]f32 = undefined;
+                for (0..tokens) |t| {
+                    var a: [cols / E.Act.block_elems]E.Act.Block = undefined;
+                    E.Act.quantizeRow(x[t * cols ..][0..cols], &a);
+                    for (0..rows) |r| expected[t * rows + r] = expectedDot(E, rows, tokens, t, w[r * nb ..][0..nb], &a);
+                }
+                for (1..4) |threads| {
+                    const pool = try Pool.create(testing.allocator, @intCast(threads));
+                    defer pool.destroy(testing.allocator);
+                    try pool.reserve(testing.allocator, scratchBytes(E.Act, cols, tokens));
+                    var out: [tokens * rows]f32 = @splat(std.math.nan(f32));
+                    try testing.expectEqual(Status.ok, matmul(E, pool, &out, &w, &x, rows, cols, tokens, false));
+                    try testing.expectEqualSlices(f32, &expected, &out);
+                }
+            }
+        }
     }
 }

@@ -766,6 +766,29 @@ inline fn rowsDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
     return out;
 }
 
+/// R rows × N activation rows (prompt processing, or a batch of sequences) in the float
+/// order `Acc`: out[t][r] runs exactly `rowsDotAcc`'s per-block code for row r and token
+/// t, blocks in the same order, so it is bit-identical to the one-row call. The N tokens
+/// of a block follow each other, so each weight block is read once per tile and its
+/// loads stay in registers/L1.
+inline fn tileDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, comptime R: usize, comptime N: usize, w_rows: [R][]align(1) const T.Block, a_rows: [N][]align(1) const Q8_K.Block) [N][R]f32 {
+    @setEvalBranchQuota(100_000);
+    var dots: [N][R]Acc = @splat(@splat(.{}));
+    const n = a_rows[0].len;
+    inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
+    inline for (0..N) |t| std.debug.assert(a_rows[t].len == n);
+    for (0..n) |j| {
+        inline for (0..R) |r| {
+            inline for (0..N) |t| T.blockDot(path, &w_rows[r][j], &a_rows[t][j], &dots[t][r]);
+        }
+    }
+    var out: [N][R]f32 = undefined;
+    inline for (0..N) |t| {
+        inline for (0..R) |r| out[t][r] = dots[t][r].result();
+    }
+    return out;
+}
+
 /// Lane of element e (0..255) in chunkDot's i32 layout: 4 consecutive elements of each 64.
 inline fn laneOf(e: usize) usize {
     return (e % 64) / 4;
@@ -865,6 +888,11 @@ pub const Q4_K = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
+    }
+
     /// Matrices whose row count is a multiple of this are repacked by llama.cpp's CPU
     /// backend on AVX2/AVX-512 machines (`q4_K_8x8_q8_K`), which sums in another float
     /// order (`RepackedMinAcc`); the matmul follows it for them.
@@ -883,6 +911,16 @@ pub const Q4_K = struct {
     /// R rows in the order of the repacked GEMM (a token of a 4-token group).
     pub fn vecDotRowsRepackedGemm(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDotAcc(@This(), RepackedMinAccGemm, default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens in the repacked GEMV order (see `tileDotAcc`).
+    pub fn vecDotTileRepacked(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), RepackedMinAcc, default_path, R, T, w_rows, a_rows);
+    }
+
+    /// R rows × T tokens in the repacked GEMM order (see `tileDotAcc`).
+    pub fn vecDotTileRepackedGemm(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), RepackedMinAccGemm, default_path, R, T, w_rows, a_rows);
     }
 
     /// One row in the order of the repacked GEMM.
@@ -1088,6 +1126,11 @@ pub const Q6_K = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
+    }
+
     /// One super-block's contribution to `dot`.
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const sc8: @Vector(16, i8) = b.scales;
@@ -1216,6 +1259,11 @@ pub const Q5_K = struct {
     /// runs the same per-block code; only the activation loads are shared).
     pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.
@@ -1381,6 +1429,11 @@ pub const Q3_K = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
+    }
+
     /// One super-block's contribution to `dot`.
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const sc8: @Vector(16, u8) = unpackScales(&b.scales);
@@ -1534,6 +1587,11 @@ pub const Q2_K = struct {
     /// runs the same per-block code; only the activation loads are shared).
     pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.
@@ -1717,6 +1775,11 @@ pub const IQ4_XS = struct {
     /// runs the same per-block code; only the activation loads are shared).
     pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.
