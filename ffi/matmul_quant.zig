@@ -76,6 +76,11 @@ inline fn inGemm(tokens: usize, t: usize) bool {
 
 fn dotRangeOrder(comptime E: type, comptime repacked: bool, job: *const Job(E), row_begin: usize, row_end: usize) void {
     var r = row_begin;
+    if (repacked and comptime wideRows(E) > 0) {
+        if (job.rows % wideRows(E) == 0) {
+            while (r + wideRows(E) <= row_end) : (r += wideRows(E)) wideRowGroup(E, job, r);
+        }
+    }
     if (job.tokens > 1 and comptime hasTile(E, repacked)) {
         while (r + row_group <= row_end) : (r += row_group) tileRowGroup(E, repacked, job, r);
     }
@@ -151,6 +156,48 @@ fn tileRowGroup(comptime E: type, comptime repacked: bool, job: *const Job(E), r
 
 const Order = enum { plain, repacked, repacked_gemm };
 
+/// Rows per `E.vecDotWideRepacked` call: an entry may declare `wide_rows` (> 0 when the
+/// target runs it) and `vecDotWideRepacked(T, gemm, w_rows, a_rows) [T][wide_rows]f32`,
+/// a tile for repacked matrices whose row count is a multiple of it, in the repacked GEMV
+/// order (`gemm` false) or GEMM order, bit-identical to the one-row calls. The driver
+/// then claims rows in groups of `wide_rows` for those matrices, GEMV included.
+fn wideRows(comptime E: type) usize {
+    return if (@hasDecl(E, "wide_rows")) E.wide_rows else 0;
+}
+
+/// Row groups the threads claim for a matmul of `rows` rows.
+fn claimRows(comptime E: type, rows: usize) usize {
+    const wide = comptime wideRows(E);
+    if (wide > 0 and @hasDecl(E, "repack_rows") and E.repack_rows > 0 and rows % E.repack_rows == 0 and rows % wide == 0) return wide;
+    return row_group;
+}
+
+fn wideRowGroup(comptime E: type, job: *const Job(E), r: usize) void {
+    const W = comptime wideRows(E);
+    var w_rows: [W][]align(1) const E.Block = undefined;
+    inline for (0..W) |i| w_rows[i] = job.weightRow(r + i);
+    const gemm_end = job.tokens - job.tokens % token_group;
+    var t: usize = 0;
+    while (t < gemm_end) : (t += token_group) wideAt(E, token_group, true, job, r, w_rows, t);
+    switch (job.tokens - gemm_end) {
+        0 => {},
+        1 => wideAt(E, 1, false, job, r, w_rows, t),
+        2 => wideAt(E, 2, false, job, r, w_rows, t),
+        3 => wideAt(E, 3, false, job, r, w_rows, t),
+        else => unreachable,
+    }
+}
+
+inline fn wideAt(comptime E: type, comptime T: usize, comptime gemm: bool, job: *const Job(E), r: usize, w_rows: [wideRows(E)][]align(1) const E.Block, t: usize) void {
+    var a_rows: [T][]align(1) const E.Act.Block = undefined;
+    inline for (0..T) |j| a_rows[j] = job.actRow(t + j);
+    // Entries whose repacked GEMM order equals the GEMV order declare no GEMM variant.
+    const sums = E.vecDotWideRepacked(T, gemm and @hasDecl(E, "vecDotRowsRepackedGemm"), w_rows, a_rows);
+    inline for (0..T) |j| {
+        inline for (0..comptime wideRows(E)) |i| job.out[(t + j) * job.rows + r + i] = sums[j][i];
+    }
+}
+
 inline fn tileAt(comptime E: type, comptime order: Order, comptime T: usize, job: *const Job(E), r: usize, w_rows: [row_group][]align(1) const E.Block, t: usize) void {
     var a_rows: [T][]align(1) const E.Act.Block = undefined;
     inline for (0..T) |j| a_rows[j] = job.actRow(t + j);
@@ -182,7 +229,7 @@ pub fn matmul(comptime E: type, pool: *Pool, out: [*]f32, w: [*]align(1) const E
         const status = pool.run(Job(E), &job, Runner.quantize, tokens, 1, tokens * cols, parallel_threshold_macs);
         if (status != .ok) return status;
     }
-    return pool.run(Job(E), &job, Runner.dot, rows, row_group, rows * cols * tokens, parallel_threshold_macs);
+    return pool.run(Job(E), &job, Runner.dot, rows, claimRows(E, rows), rows * cols * tokens, parallel_threshold_macs);
 }
 
 // ---------------------------------------------------------------------------
@@ -288,14 +335,15 @@ test "GEMM tiles of real legacy and K-quant entries equal the one-row calls per 
     var prng = std.Random.DefaultPrng.init(11);
     const random = prng.random();
     inline for (.{ legacy.Q4_0, legacy.Q4_1, legacy.Q5_0, legacy.Q5_1, legacy.IQ4_NL, kq.Q2_K, kq.Q3_K, kq.Q4_K, kq.Q5_K, kq.Q6_K, kq.IQ4_XS }) |E| {
-        // 24 rows: repacked by llama.cpp (Q4_0, IQ4_NL, Q4_K); 22: not, with a remainder row pair.
-        inline for (.{ 24, 22 }) |rows| {
+        // 24 and 48 rows: repacked by llama.cpp (Q4_0, IQ4_NL, Q4_K; 48 takes Q4_K's
+        // 16-row wide tile); 22: not, with a remainder row pair.
+        inline for (.{ 24, 48, 22 }) |rows| {
             const nb = cols / E.block_elems;
             var wf: [rows * cols]f32 = undefined;
             for (&wf) |*v| v.* = random.float(f32) * 2 - 1;
             var w: [rows * nb]E.Block = undefined;
             for (0..rows) |r| E.quantizeRowRef(wf[r * cols ..][0..cols], w[r * nb ..][0..nb]);
-            inline for (.{ 2, 3, 4, 5, 7, 9 }) |tokens| {
+            inline for (.{ 1, 2, 3, 4, 5, 7, 9 }) |tokens| {
                 var x: [tokens * cols]f32 = undefined;
                 for (&x) |*v| v.* = random.float(f32) * 2 - 1;
                 var expected: [tokens * rows]f32 = undefined;
