@@ -23,6 +23,8 @@ const std = @import("std");
 const builtin = @import("builtin");
 const simd = @import("simd.zig");
 const act = @import("quant_act.zig");
+/// The 16-row transpose helpers of Q4_K's wide tile, shared by Q4_0's.
+const wide = @import("quant_k.zig");
 
 const x86 = std.Target.x86;
 
@@ -652,6 +654,63 @@ fn Legacy(comptime kind: Kind) type {
                 }
             }
             return out;
+        }
+
+        /// Rows per `vecDotWideRepacked` call: Q4_0 on AVX-512 VNNI (0 otherwise).
+        pub const wide_rows: usize = if (kind == .q4_0 and has_vnni_path) 16 else 0;
+
+        /// 16 Q4_0 rows × T tokens in the repacked order (GEMV and GEMM sum alike, so
+        /// `gemm` changes nothing): each block's 16 bytes of the 16 rows are transposed
+        /// into 4 vectors (lane r = row r, as llama.cpp's load-time interleave gives
+        /// its repacked kernels), one `vpdpbusd` per 4-byte activation group advances
+        /// all 16 exact row sums, Σ(q − 8)·a = Σq·a − 8·Σa, and then one vector fma
+        /// acc = fma(sum, dw·da, acc) per token: element [t][r] is bit-identical to
+        /// `vecDotRepacked(w_rows[r], a_rows[t])`.
+        pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w_rows: [16][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][16]f32 {
+            comptime std.debug.assert(kind == .q4_0 and has_vnni_path);
+            _ = gemm;
+            const n = a_rows[0].len;
+            inline for (0..16) |r| std.debug.assert(w_rows[r].len == n);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            var acc: [T]F32x16 = @splat(@splat(0));
+            const low4: wide.U32x16 = @splat(0x0F0F0F0F);
+            for (0..n) |b| {
+                var h: [16]@Vector(4, u32) = undefined;
+                var dv: @Vector(16, f16) = undefined;
+                inline for (0..16) |r| {
+                    const blk = &w_rows[r][b];
+                    if (T <= 2) @prefetch(@as([*]const u8, @ptrCast(blk)) + 8 * @sizeOf(Block), .{ .locality = 2 });
+                    h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
+                    dv[r] = blk.d;
+                }
+                var h8: [8]@Vector(8, u32) = undefined;
+                inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+                var g: [4]wide.U32x16 = undefined;
+                inline for (0..4) |i| g[i] = std.simd.join(h8[i], h8[i + 4]);
+                g = wide.runPlan(4, 2, wide.head_plan, g);
+                const dw: F32x16 = dv;
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    var lo: I32x16 = @splat(0);
+                    var hi: I32x16 = @splat(0);
+                    inline for (0..4) |k| {
+                        lo = wide.dpbusd16(lo, g[k] & low4, @splat(actGroup(ab, 4 * k)));
+                        hi = wide.dpbusd16(hi, (g[k] >> @splat(4)) & low4, @splat(actGroup(ab, 16 + 4 * k)));
+                    }
+                    const aq: @Vector(32, i8) = ab.qs;
+                    const asum: i32 = @reduce(.Add, @as(@Vector(32, i32), aq));
+                    const sumi = (lo +% hi) -% @as(I32x16, @splat(8 * asum));
+                    const da: F32x16 = @splat(@as(f32, ab.d));
+                    acc[t] = @mulAdd(F32x16, @floatFromInt(sumi), dw * da, acc[t]);
+                }
+            }
+            var out: [T][16]f32 = undefined;
+            inline for (0..T) |t| out[t] = acc[t];
+            return out;
+        }
+
+        inline fn actGroup(ab: *align(1) const Act.Block, e: usize) i32 {
+            return std.mem.readInt(i32, @as(*align(1) const [4]u8, @ptrCast(ab.qs[e..][0..4])), .little);
         }
 
         /// ggml's scalar step for the last block of an odd-length IQ4_NL row.
