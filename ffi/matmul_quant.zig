@@ -97,6 +97,14 @@ inline fn inGemm(tokens: usize, t: usize) bool {
 
 fn dotRangeOrder(comptime E: type, comptime repacked: bool, job: *const Job(E), row_begin: usize, row_end: usize) void {
     var r = row_begin;
+    if (repacked and comptime wideRows(E) > 0) {
+        if (job.rows % wideRows(E) == 0) {
+            while (r + wideRows(E) <= row_end) : (r += wideRows(E)) wideRowGroup(E, job, r);
+        }
+    }
+    if (job.tokens > 1 and comptime hasTile(E, repacked)) {
+        while (r + row_group <= row_end) : (r += row_group) tileRowGroup(E, repacked, job, r);
+    }
     if (@hasDecl(E, "vecDotRows")) {
         while (r + row_group <= row_end) : (r += row_group) {
             var w_rows: [row_group][]align(1) const E.Block = undefined;
@@ -123,6 +131,107 @@ fn dotRangeOrder(comptime E: type, comptime repacked: bool, job: *const Job(E), 
     }
 }
 
+// ---------------------------------------------------------------------------
+// GEMM tiles (additive: entries that declare no tile take the loops above).
+//
+// An entry may declare `vecDotTile(R, T, w_rows, a_rows) [T][R]f32` (ggml's vec_dot
+// order) and, when it has `repack_rows`, `vecDotTileRepacked` (the repacked GEMV order)
+// and `vecDotTileRepackedGemm` (the repacked GEMM order, when it differs). out[t][r] of
+// a tile must be bit-identical to the matching one-row call for (row r, token t): a tile
+// only shares the decoding of each weight block across its T tokens (and the activation
+// loads across its R rows), so a batch of 2-4 sequences reads and unpacks each weight
+// block once instead of running one GEMV per sequence.
+
+/// Tokens per GEMM tile: 4 rows × 4 tokens keeps the accumulators in registers, and
+/// llama.cpp's repacked GEMM groups tokens by 4 too (`inGemm`).
+pub const token_group = 4;
+
+fn hasTile(comptime E: type, comptime repacked: bool) bool {
+    if (row_group % 2 != 0) return false;
+    return if (repacked) @hasDecl(E, "vecDotTileRepacked") else @hasDecl(E, "vecDotTile");
+}
+
+/// Rows r..r+row_group for every token: tiles of `token_group` tokens, the remainder
+/// (1-3 tokens) in one smaller tile.
+fn tileRowGroup(comptime E: type, comptime repacked: bool, job: *const Job(E), r: usize) void {
+    var w_rows: [row_group][]align(1) const E.Block = undefined;
+    inline for (0..row_group) |i| w_rows[i] = job.weightRow(r + i);
+    const gemm_end = job.tokens - job.tokens % token_group;
+    var t: usize = 0;
+    while (t < gemm_end) : (t += token_group) {
+        if (repacked and @hasDecl(E, "vecDotTileRepackedGemm")) {
+            tileAt(E, .repacked_gemm, token_group, job, r, w_rows, t);
+        } else {
+            tileAt(E, if (repacked) .repacked else .plain, token_group, job, r, w_rows, t);
+        }
+    }
+    const order: Order = if (repacked) .repacked else .plain;
+    switch (job.tokens - gemm_end) {
+        0 => {},
+        1 => tileAt(E, order, 1, job, r, w_rows, t),
+        2 => tileAt(E, order, 2, job, r, w_rows, t),
+        3 => tileAt(E, order, 3, job, r, w_rows, t),
+        else => unreachable,
+    }
+}
+
+const Order = enum { plain, repacked, repacked_gemm };
+
+/// Rows per `E.vecDotWideRepacked` call: an entry may declare `wide_rows` (> 0 when the
+/// target runs it) and `vecDotWideRepacked(T, gemm, w_rows, a_rows) [T][wide_rows]f32`,
+/// a tile for repacked matrices whose row count is a multiple of it, in the repacked GEMV
+/// order (`gemm` false) or GEMM order, bit-identical to the one-row calls. The driver
+/// then claims rows in groups of `wide_rows` for those matrices, GEMV included.
+fn wideRows(comptime E: type) usize {
+    return if (@hasDecl(E, "wide_rows")) E.wide_rows else 0;
+}
+
+/// Row groups the threads claim for a matmul of `rows` rows.
+fn claimRows(comptime E: type, rows: usize) usize {
+    const wide = comptime wideRows(E);
+    if (wide > 0 and @hasDecl(E, "repack_rows") and E.repack_rows > 0 and rows % E.repack_rows == 0 and rows % wide == 0) return wide;
+    return row_group;
+}
+
+fn wideRowGroup(comptime E: type, job: *const Job(E), r: usize) void {
+    const W = comptime wideRows(E);
+    var w_rows: [W][]align(1) const E.Block = undefined;
+    inline for (0..W) |i| w_rows[i] = job.weightRow(r + i);
+    const gemm_end = job.tokens - job.tokens % token_group;
+    var t: usize = 0;
+    while (t < gemm_end) : (t += token_group) wideAt(E, token_group, true, job, r, w_rows, t);
+    switch (job.tokens - gemm_end) {
+        0 => {},
+        1 => wideAt(E, 1, false, job, r, w_rows, t),
+        2 => wideAt(E, 2, false, job, r, w_rows, t),
+        3 => wideAt(E, 3, false, job, r, w_rows, t),
+        else => unreachable,
+    }
+}
+
+inline fn wideAt(comptime E: type, comptime T: usize, comptime gemm: bool, job: *const Job(E), r: usize, w_rows: [wideRows(E)][]align(1) const E.Block, t: usize) void {
+    var a_rows: [T][]align(1) const E.Act.Block = undefined;
+    inline for (0..T) |j| a_rows[j] = job.actRow(t + j);
+    // Entries whose repacked GEMM order equals the GEMV order declare no GEMM variant.
+    const sums = E.vecDotWideRepacked(T, gemm and @hasDecl(E, "vecDotRowsRepackedGemm"), w_rows, a_rows);
+    inline for (0..T) |j| {
+        inline for (0..comptime wideRows(E)) |i| job.out[(t + j) * job.rows + r + i] = sums[j][i];
+    }
+}
+
+inline fn tileAt(comptime E: type, comptime order: Order, comptime T: usize, job: *const Job(E), r: usize, w_rows: [row_group][]align(1) const E.Block, t: usize) void {
+    var a_rows: [T][]align(1) const E.Act.Block = undefined;
+    inline for (0..T) |j| a_rows[j] = job.actRow(t + j);
+    const sums = switch (order) {
+        .plain => E.vecDotTile(row_group, T, w_rows, a_rows),
+        .repacked => E.vecDotTileRepacked(row_group, T, w_rows, a_rows),
+        .repacked_gemm => E.vecDotTileRepackedGemm(row_group, T, w_rows, a_rows),
+    };
+    inline for (0..T) |j| {
+        inline for (0..row_group) |i| job.out[(t + j) * job.rows + r + i] = sums[j][i];
+    }
+}
+
 /// The matmul of entry `E`. `cols % E.block_elems == 0`, `cols % E.Act.block_elems == 0`,
 /// and the pool's scratch holds `scratchBytes(E.Act, cols, tokens)` (checked by the caller).
 pub fn matmul(comptime E: type, pool: *Pool, out: [*]f32, w: [*]align(1) const E.Block, x: [*]const f32, rows: usize, cols: usize, tokens: usize, act_ready: bool) Status {
@@ -141,7 +250,7 @@ pub fn matmul(comptime E: type, pool: *Pool, out: [*]f32, w: [*]align(1) const E
         const status = pool.run(Job(E), &job, Runner.quantize, tokens, 1, tokens * cols, parallel_threshold_macs);
         if (status != .ok) return status;
     }
-    return pool.run(Job(E), &job, Runner.dot, rows, row_group, rows * cols * tokens, parallel_threshold_macs);
+    return pool.run(Job(E), &job, Runner.dot, rows, claimRows(E, rows), rows * cols * tokens, parallel_threshold_macs);
 }
 
 // ---------------------------------------------------------------------------
@@ -259,6 +368,55 @@ test "a Q6_K matrix takes the vec_dot order below 8 tokens and llama.cpp's tiled
             var out: [tokens * rows]f32 = undefined;
             try testing.expectEqual(Status.ok, matmul(T, pool, &out, &w, &x, rows, cols, tokens, false));
             try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&expected)), @as(*const [tokens * rows]u32, @ptrCast(&out)));
+        }
+    }
+}
+
+/// What the driver must give for (row r, token t) of a `rows`-row matmul of `tokens`
+/// tokens: the one-row call of the order llama.cpp uses there.
+fn expectedDot(comptime E: type, rows: usize, tokens: usize, t: usize, w: []align(1) const E.Block, a: []align(1) const E.Act.Block) f32 {
+    if (@hasDecl(E, "repack_rows") and E.repack_rows > 0 and rows % E.repack_rows == 0) {
+        if (@hasDecl(E, "vecDotRepackedGemm") and inGemm(tokens, t)) return E.vecDotRepackedGemm(w, a);
+        return E.vecDotRepacked(w, a);
+    }
+    if (@hasDecl(E, "vecDotRowsTiled") and tokens >= quant_k.tiled_min_tokens) return E.vecDotTiled(w, a);
+    return E.vecDot(w, a);
+}
+
+test "GEMM tiles of real legacy and K-quant entries equal the one-row calls per (row, token) at 1..3 threads" {
+    @setEvalBranchQuota(100_000);
+    const legacy = @import("quant_legacy.zig");
+    const kq = @import("quant_k.zig");
+    const cols = 512;
+    var prng = std.Random.DefaultPrng.init(11);
+    const random = prng.random();
+    inline for (.{ legacy.Q4_0, legacy.Q4_1, legacy.Q5_0, legacy.Q5_1, legacy.IQ4_NL, kq.Q2_K, kq.Q3_K, kq.Q4_K, kq.Q5_K, kq.Q6_K, kq.IQ4_XS }) |E| {
+        // 24 and 48 rows: repacked by llama.cpp (Q4_0, IQ4_NL, Q4_K; 48 takes Q4_K's
+        // 16-row wide tile); 22: not, with a remainder row pair.
+        inline for (.{ 24, 48, 22 }) |rows| {
+            const nb = cols / E.block_elems;
+            var wf: [rows * cols]f32 = undefined;
+            for (&wf) |*v| v.* = random.float(f32) * 2 - 1;
+            var w: [rows * nb]E.Block = undefined;
+            for (0..rows) |r| E.quantizeRowRef(wf[r * cols ..][0..cols], w[r * nb ..][0..nb]);
+            inline for (.{ 1, 2, 3, 4, 5, 7, 9 }) |tokens| {
+                var x: [tokens * cols]f32 = undefined;
+                for (&x) |*v| v.* = random.float(f32) * 2 - 1;
+                var expected: [tokens * rows]f32 = undefined;
+                for (0..tokens) |t| {
+                    var a: [cols / E.Act.block_elems]E.Act.Block = undefined;
+                    E.Act.quantizeRow(x[t * cols ..][0..cols], &a);
+                    for (0..rows) |r| expected[t * rows + r] = expectedDot(E, rows, tokens, t, w[r * nb ..][0..nb], &a);
+                }
+                for (1..4) |threads| {
+                    const pool = try Pool.create(testing.allocator, @intCast(threads));
+                    defer pool.destroy(testing.allocator);
+                    try pool.reserve(testing.allocator, scratchBytes(E.Act, cols, tokens));
+                    var out: [tokens * rows]f32 = @splat(std.math.nan(f32));
+                    try testing.expectEqual(Status.ok, matmul(E, pool, &out, &w, &x, rows, cols, tokens, false));
+                    try testing.expectEqualSlices(f32, &expected, &out);
+                }
+            }
         }
     }
 }

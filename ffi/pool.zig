@@ -306,7 +306,6 @@ export fn dotllm_pool_reserve(pool: *Pool, size_bytes: usize) i32 {
     return 0;
 }
 
-
 /// The number of CPUs in this process's affinity mask.
 export fn dotllm_cpu_count() u32 {
     return cpuCount();

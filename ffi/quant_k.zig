@@ -793,6 +793,29 @@ inline fn rowsDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
     return out;
 }
 
+/// R rows × N activation rows (prompt processing, or a batch of sequences) in the float
+/// order `Acc`: out[t][r] runs exactly `rowsDotAcc`'s per-block code for row r and token
+/// t, blocks in the same order, so it is bit-identical to the one-row call. The N tokens
+/// of a block follow each other, so each weight block is read once per tile and its
+/// loads stay in registers/L1.
+inline fn tileDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, comptime R: usize, comptime N: usize, w_rows: [R][]align(1) const T.Block, a_rows: [N][]align(1) const Q8_K.Block) [N][R]f32 {
+    @setEvalBranchQuota(100_000);
+    var dots: [N][R]Acc = @splat(@splat(.{}));
+    const n = a_rows[0].len;
+    inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
+    inline for (0..N) |t| std.debug.assert(a_rows[t].len == n);
+    for (0..n) |j| {
+        inline for (0..R) |r| {
+            inline for (0..N) |t| T.blockDot(path, &w_rows[r][j], &a_rows[t][j], &dots[t][r]);
+        }
+    }
+    var out: [N][R]f32 = undefined;
+    inline for (0..N) |t| {
+        inline for (0..R) |r| out[t][r] = dots[t][r].result();
+    }
+    return out;
+}
+
 /// Lane of element e (0..255) in chunkDot's i32 layout: 4 consecutive elements of each 64.
 inline fn laneOf(e: usize) usize {
     return (e % 64) / 4;
@@ -892,6 +915,11 @@ pub const Q4_K = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
+    }
+
     /// Matrices whose row count is a multiple of this are repacked by llama.cpp's CPU
     /// backend on AVX2/AVX-512 machines (`q4_K_8x8_q8_K`), which sums in another float
     /// order (`RepackedMinAcc`); the matmul follows it for them.
@@ -910,6 +938,25 @@ pub const Q4_K = struct {
     /// R rows in the order of the repacked GEMM (a token of a 4-token group).
     pub fn vecDotRowsRepackedGemm(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDotAcc(@This(), RepackedMinAccGemm, default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens in the repacked GEMV order (see `tileDotAcc`).
+    pub fn vecDotTileRepacked(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), RepackedMinAcc, default_path, R, T, w_rows, a_rows);
+    }
+
+    /// R rows × T tokens in the repacked GEMM order (see `tileDotAcc`).
+    pub fn vecDotTileRepackedGemm(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), RepackedMinAccGemm, default_path, R, T, w_rows, a_rows);
+    }
+
+    /// Rows per `vecDotWideRepacked` call (0: not on this target; it needs AVX-512 VNNI).
+    pub const wide_rows: usize = if (default_path == .avx512vnni) quant_k_wide_rows else 0;
+
+    /// 16 rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order, element
+    /// [t][r] bit-identical to the one-row call (see `q4kWide`).
+    pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][quant_k_wide_rows]f32 {
+        return q4kWide(T, gemm, w_rows, a_rows);
     }
 
     /// One row in the order of the repacked GEMM.
@@ -988,6 +1035,248 @@ pub const Q4_K = struct {
         dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
     }
 };
+
+// ---------------------------------------------------------------------------
+// Q4_K, 16 rows as the 16 int32 lanes (AVX-512 VNNI only): what llama.cpp's repacked
+// q4_K_8x8 kernels get from their load-time interleave, done per block instead. Each
+// 4-byte group of 16 rows is transposed into one vector (lane r = row r), so one
+// `vpdpbusd` against a broadcast 4-byte activation group advances 16 row sums at once
+// and no lane ever needs a horizontal sum; the transposed block is shared by the T
+// tokens of the tile. The integer sums per (row, token) are exact, and the float steps
+// are `RepackedMinAcc` / `RepackedMinAccGemm` lane by lane, so every element is
+// bit-identical to `vecDotRepacked` / `vecDotRepackedGemm`.
+
+/// Rows per wide tile.
+const quant_k_wide_rows: usize = 16;
+
+pub const U32x16 = @Vector(16, u32);
+const F32x16 = @Vector(16, f32);
+
+/// Which (row, group) each lane of a vector holds during a transpose.
+const Label = struct { row: u8, g: u8 };
+
+/// Split levels of a 16-row transpose: `count` vectors of 16 labelled lanes, each level
+/// pairs vectors with the same group set and splits it into its lower and upper half
+/// (lanes ordered by (group, row)), until every vector holds one group of all 16 rows.
+pub fn TransposePlan(comptime count: usize, comptime levels: usize) type {
+    return struct {
+        pair_a: [levels][count / 2]usize,
+        pair_b: [levels][count / 2]usize,
+        lo: [levels][count / 2][16]i32,
+        hi: [levels][count / 2][16]i32,
+        /// vec_of_g[g]: the vector holding group g at the end.
+        vec_of_g: [count]usize,
+
+        fn make(init: [count][16]Label) @This() {
+            @setEvalBranchQuota(1_000_000);
+            var plan: @This() = undefined;
+            var cur = init;
+            for (0..levels) |lv| {
+                var used: [count]bool = @splat(false);
+                var next: [count][16]Label = undefined;
+                var m: usize = 0;
+                for (0..count) |a| {
+                    if (used[a]) continue;
+                    var b = a + 1;
+                    while (b < count and (used[b] or !sameGroups(cur[a], cur[b]))) b += 1;
+                    std.debug.assert(b < count);
+                    used[a] = true;
+                    used[b] = true;
+                    plan.pair_a[lv][m] = a;
+                    plan.pair_b[lv][m] = b;
+                    // The group set (sorted) and its halves.
+                    var gs: [16]u8 = undefined;
+                    var ng: usize = 0;
+                    for (0..256) |g| {
+                        for (cur[a]) |l| {
+                            if (l.g == g) {
+                                gs[ng] = @intCast(g);
+                                ng += 1;
+                                break;
+                            }
+                        }
+                    }
+                    for (0..2) |half| {
+                        var k: usize = 0;
+                        for (gs[half * ng / 2 .. (half + 1) * ng / 2]) |g| {
+                            for (0..16) |row| {
+                                for (0..2) |side| {
+                                    const src = if (side == 0) cur[a] else cur[b];
+                                    for (src, 0..) |l, i| {
+                                        if (l.g == g and l.row == row) {
+                                            const idx: i32 = @intCast(i);
+                                            const mask_v = if (side == 0) idx else -1 - idx;
+                                            if (half == 0) plan.lo[lv][m][k] = mask_v else plan.hi[lv][m][k] = mask_v;
+                                            next[2 * m + half][k] = l;
+                                            k += 1;
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        std.debug.assert(k == 16);
+                    }
+                    m += 1;
+                }
+                cur = next;
+            }
+            for (0..count) |v| {
+                for (cur[v], 0..) |l, i| std.debug.assert(l.g == cur[v][0].g and l.row == i);
+                plan.vec_of_g[cur[v][0].g] = v;
+            }
+            return plan;
+        }
+
+        fn sameGroups(x: [16]Label, y: [16]Label) bool {
+            for (x) |l| {
+                var found = false;
+                for (y) |k| found = found or k.g == l.g;
+                if (!found) return false;
+            }
+            return true;
+        }
+    };
+}
+
+/// Labels after joining rows i and i+8 (8 groups each): lanes 0-7 row i, 8-15 row i+8.
+const chunk_labels: [8][16]Label = blk: {
+    var l: [8][16]Label = undefined;
+    for (0..8) |i| {
+        for (0..16) |k| l[i][k] = .{ .row = @intCast(i + 8 * (k / 8)), .g = @intCast(k % 8) };
+    }
+    break :blk l;
+};
+const chunk_plan = TransposePlan(8, 3).make(chunk_labels);
+
+/// Labels after joining rows (i, i+8) then (i, i+4) of 4 groups each: lane 4·q + g holds
+/// row i + 4·(q % 2) + 8·(q / 2).
+const head_labels: [4][16]Label = blk: {
+    var l: [4][16]Label = undefined;
+    for (0..4) |i| {
+        for (0..16) |k| {
+            const q = k / 4;
+            l[i][k] = .{ .row = @intCast(i + 8 * (q % 2) + 4 * (q / 2)), .g = @intCast(k % 4) };
+        }
+    }
+    break :blk l;
+};
+pub const head_plan = TransposePlan(4, 2).make(head_labels);
+
+pub inline fn runPlan(comptime count: usize, comptime levels: usize, comptime plan: TransposePlan(count, levels), v: [count]U32x16) [count]U32x16 {
+    var cur = v;
+    inline for (0..levels) |lv| {
+        var next: [count]U32x16 = undefined;
+        inline for (0..count / 2) |m| {
+            const a = cur[plan.pair_a[lv][m]];
+            const b = cur[plan.pair_b[lv][m]];
+            next[2 * m] = @shuffle(u32, a, b, plan.lo[lv][m]);
+            next[2 * m + 1] = @shuffle(u32, a, b, plan.hi[lv][m]);
+        }
+        cur = next;
+    }
+    var out: [count]U32x16 = undefined;
+    inline for (0..count) |g| out[g] = cur[plan.vec_of_g[g]];
+    return out;
+}
+
+pub inline fn dpbusd16(acc: I32x16, u: U32x16, s: I32x16) I32x16 {
+    return asm ("vpdpbusd %[s], %[u], %[acc]"
+        : [acc] "=v" (-> I32x16),
+        : [_] "0" (acc),
+          [u] "v" (u),
+          [s] "v" (s),
+    );
+}
+
+inline fn group4(a: *align(1) const Q8_K.Block, e: usize) i32 {
+    return std.mem.readInt(i32, @as(*align(1) const [4]u8, @ptrCast(a.qs[e..][0..4])), .little);
+}
+
+/// 16 Q4_K rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order.
+/// out[t][r] is bit-identical to `vecDotRepacked` (or `vecDotRepackedGemm`) of row r, token t.
+fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
+    @setEvalBranchQuota(1_000_000);
+    const n = a_rows[0].len;
+    var acc: [T]F32x16 = @splat(@splat(0));
+    var acc_m: [T]F32x16 = @splat(@splat(0));
+    const low4: U32x16 = @splat(0x0F0F0F0F);
+    for (0..n) |j| {
+        // d|dmin and the 12 scale bytes of the 16 rows, one u32 group per vector.
+        var head: [4]U32x16 = undefined;
+        {
+            var h: [16]@Vector(4, u32) = undefined;
+            inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
+            var h8: [8]@Vector(8, u32) = undefined;
+            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+            inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
+            head = runPlan(4, 2, head_plan, head);
+        }
+        const dd = head[0];
+        const d: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd)))));
+        const dmin: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd >> @splat(16))))));
+        const s0 = head[1];
+        const s1 = head[2];
+        const s2 = head[3];
+        var sum: [T]I32x16 = @splat(@splat(0));
+        var summ: [T]I32x16 = @splat(@splat(0));
+        inline for (0..4) |c| {
+            // Sub-blocks 2c (low nibbles) and 2c+1 (high): scales and mins per row.
+            const scale = struct {
+                inline fn of(comptime jj: usize, q0: U32x16, q1: U32x16, q2: U32x16) [2]U32x16 {
+                    const sh: U32x16 = @splat(8 * (jj % 4));
+                    if (jj < 4) return .{ (q0 >> sh) & @as(U32x16, @splat(63)), (q1 >> sh) & @as(U32x16, @splat(63)) };
+                    const lo4: U32x16 = @splat(0xF);
+                    const top: U32x16 = @splat(3);
+                    const sc = ((q2 >> sh) & lo4) | (((q0 >> (sh + @as(U32x16, @splat(6)))) & top) << @splat(4));
+                    const m = ((q2 >> (sh + @as(U32x16, @splat(4)))) & lo4) | (((q1 >> (sh + @as(U32x16, @splat(6)))) & top) << @splat(4));
+                    return .{ sc, m };
+                }
+            };
+            const sm_lo = scale.of(2 * c, s0, s1, s2);
+            const sm_hi = scale.of(2 * c + 1, s0, s1, s2);
+            var q: [16]@Vector(8, u32) = undefined;
+            if (T <= 2) {
+                // A GEMV streams 16 rows: fetch each one's block 4 ahead.
+                inline for (0..16) |r| @prefetch(@as([*]const u8, @ptrCast(&w_rows[r][j])) + 4 * @sizeOf(Q4_K.Block) + 48 * c, .{ .locality = 2 });
+            }
+            inline for (0..16) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w_rows[r][j].qs[32 * c ..][0..32])).*;
+            var x: [8]U32x16 = undefined;
+            inline for (0..8) |i| x[i] = std.simd.join(q[i], q[i + 8]);
+            const wt = runPlan(8, 3, chunk_plan, x);
+            inline for (0..T) |t| {
+                const ab = &a_rows[t][j];
+                var il: I32x16 = @splat(0);
+                var ih: I32x16 = @splat(0);
+                inline for (0..8) |g| {
+                    il = dpbusd16(il, wt[g] & low4, @splat(group4(ab, 64 * c + 4 * g)));
+                    ih = dpbusd16(ih, (wt[g] >> @splat(4)) & low4, @splat(group4(ab, 64 * c + 32 + 4 * g)));
+                }
+                const pair = il *% @as(I32x16, @bitCast(sm_lo[0])) +% ih *% @as(I32x16, @bitCast(sm_hi[0]));
+                const b0: i32 = @as(i32, ab.bsums[4 * c]) + ab.bsums[4 * c + 1];
+                const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
+                const mins = @as(I32x16, @bitCast(sm_lo[1])) *% @as(I32x16, @splat(b0)) +% @as(I32x16, @bitCast(sm_hi[1])) *% @as(I32x16, @splat(b1));
+                if (gemm) {
+                    const da: F32x16 = @splat(ab.d);
+                    acc[t] = @mulAdd(F32x16, @floatFromInt(pair), d * da, acc[t]);
+                    acc_m[t] = @mulAdd(F32x16, @floatFromInt(mins), dmin * da, acc_m[t]);
+                } else {
+                    sum[t] +%= pair;
+                    summ[t] +%= mins;
+                }
+            }
+        }
+        if (!gemm) {
+            inline for (0..T) |t| {
+                const da: F32x16 = @splat(a_rows[t][j].d);
+                acc[t] = @mulAdd(F32x16, @floatFromInt(sum[t]), d * da, acc[t]);
+                acc_m[t] = @mulAdd(F32x16, @floatFromInt(summ[t]), dmin * da, acc_m[t]);
+            }
+        }
+    }
+    var out: [T][quant_k_wide_rows]f32 = undefined;
+    inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
+    return out;
+}
 
 /// The 8 scales and 8 mins of a Q4_K/Q5_K block (ggml's kmask unpacking).
 inline fn unpackScalesMinsK4(scales: *const [12]u8) struct { @Vector(8, u8), @Vector(8, u8) } {
@@ -1113,6 +1402,11 @@ pub const Q6_K = struct {
     /// runs the same per-block code; only the activation loads are shared).
     pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.
@@ -1271,6 +1565,11 @@ pub const Q5_K = struct {
     /// runs the same per-block code; only the activation loads are shared).
     pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.
@@ -1436,6 +1735,11 @@ pub const Q3_K = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
+    }
+
     /// One super-block's contribution to `dot`.
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
         const sc8: @Vector(16, u8) = unpackScales(&b.scales);
@@ -1589,6 +1893,11 @@ pub const Q2_K = struct {
     /// runs the same per-block code; only the activation loads are shared).
     pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.
@@ -1772,6 +2081,11 @@ pub const IQ4_XS = struct {
     /// runs the same per-block code; only the activation loads are shared).
     pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
         return rowsDot(@This(), default_path, R, w_rows, a);
+    }
+
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.

@@ -23,6 +23,8 @@ const std = @import("std");
 const builtin = @import("builtin");
 const simd = @import("simd.zig");
 const act = @import("quant_act.zig");
+/// The 16-row transpose helpers of Q4_K's wide tile, shared by Q4_0's.
+const wide = @import("quant_k.zig");
 
 const x86 = std.Target.x86;
 
@@ -585,6 +587,132 @@ fn Legacy(comptime kind: Kind) type {
             return tile(path, R / 2, T, false, w_rows, a_rows);
         }
 
+        /// R rows × T activation rows (R even) in the repacked order (see `repack_rows`):
+        /// out[t][r] is bit-identical to `vecDotRepacked(w_rows[r], a_rows[t])`.
+        pub fn vecDotTileRepacked(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+            comptime std.debug.assert(R % 2 == 0);
+            if (comptime (R / 2 * T) % 8 == 0) return tileRepackedFold(best_path, R / 2, T, w_rows, a_rows);
+            return tile(best_path, R / 2, T, true, w_rows, a_rows);
+        }
+
+        /// `tile` in the repacked order for P·T a multiple of 8 (e.g. 4 rows × 4 tokens):
+        /// the P·T vectors of 16 exact int32 lanes of a block are summed per (token, row)
+        /// by a tree of two-source shuffles and adds (`FoldPlan`: integer, so exact), which
+        /// leaves one lane per (token, row); then one vector fma per 16 of them,
+        /// acc = fma(sum, dw·da, acc), the scalar `vecDotRepacked` step lane by lane.
+        fn tileRepackedFold(comptime path: Path, comptime P: usize, comptime T: usize, w_rows: [2 * P][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][2 * P]f32 {
+            @setEvalBranchQuota(1_000_000);
+            const Plan = FoldPlan(P, T);
+            const plan = comptime Plan.make();
+            const F = Plan.final_count;
+            const n = a_rows[0].len;
+            inline for (0..2 * P) |r| std.debug.assert(w_rows[r].len == n);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            var acc: [F]F32x16 = @splat(@splat(0));
+            const n_vec = if (kind == .iq4_nl) n & ~@as(usize, 1) else n;
+            for (0..n_vec) |b| {
+                var u: [P]U8x64 = undefined;
+                var dw: @Vector(2 * P, f32) = undefined;
+                inline for (0..P) |p| {
+                    const wr = &w_rows[2 * p][b];
+                    const ws = &w_rows[2 * p + 1][b];
+                    if (prefetch_bytes > 0) {
+                        @prefetch(@as([*]const u8, @ptrCast(wr)) + prefetch_bytes, .{ .locality = 2 });
+                        @prefetch(@as([*]const u8, @ptrCast(ws)) + prefetch_bytes, .{ .locality = 2 });
+                    }
+                    u[p] = unpackTwoRows(wr, ws);
+                    dw[2 * p] = wr.d;
+                    dw[2 * p + 1] = ws.d;
+                }
+                var da: @Vector(T, f32) = undefined;
+                var v: [P * T]I32x16 = undefined;
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    const aq: @Vector(32, i8) = ab.qs;
+                    const av: I8x64 = @shuffle(i8, aq, undefined, halves_twice);
+                    const shared = actShared(path, av);
+                    da[t] = ab.d;
+                    inline for (0..P) |p| v[t * P + p] = pairLanes(path, u[p], av, shared);
+                }
+                inline for (0..Plan.levels) |level| {
+                    inline for (0..(P * T) >> (level + 1)) |k| {
+                        v[k] = @shuffle(i32, v[2 * k], v[2 * k + 1], plan.even[level][k]) +%
+                            @shuffle(i32, v[2 * k], v[2 * k + 1], plan.odd[level][k]);
+                    }
+                }
+                inline for (0..F) |k| {
+                    const sc = @shuffle(f32, dw, undefined, plan.row_of[k]) * @shuffle(f32, da, undefined, plan.token_of[k]);
+                    acc[k] = @mulAdd(F32x16, @floatFromInt(v[k]), sc, acc[k]);
+                }
+            }
+            var out: [T][2 * P]f32 = undefined;
+            inline for (0..T) |t| {
+                inline for (0..2 * P) |r| {
+                    const at = plan.lane_of[t][r];
+                    out[t][r] = acc[at[0]][at[1]];
+                    if (kind == .iq4_nl and n % 2 == 1) out[t][r] = iq4nlTail(w_rows[r][n - 1], a_rows[t][n - 1], out[t][r]);
+                }
+            }
+            return out;
+        }
+
+        /// Rows per `vecDotWideRepacked` call: Q4_0 on AVX-512 VNNI (0 otherwise).
+        pub const wide_rows: usize = if (kind == .q4_0 and has_vnni_path) 16 else 0;
+
+        /// 16 Q4_0 rows × T tokens in the repacked order (GEMV and GEMM sum alike, so
+        /// `gemm` changes nothing): each block's 16 bytes of the 16 rows are transposed
+        /// into 4 vectors (lane r = row r, as llama.cpp's load-time interleave gives
+        /// its repacked kernels), one `vpdpbusd` per 4-byte activation group advances
+        /// all 16 exact row sums, Σ(q − 8)·a = Σq·a − 8·Σa, and then one vector fma
+        /// acc = fma(sum, dw·da, acc) per token: element [t][r] is bit-identical to
+        /// `vecDotRepacked(w_rows[r], a_rows[t])`.
+        pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w_rows: [16][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][16]f32 {
+            comptime std.debug.assert(kind == .q4_0 and has_vnni_path);
+            _ = gemm;
+            const n = a_rows[0].len;
+            inline for (0..16) |r| std.debug.assert(w_rows[r].len == n);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            var acc: [T]F32x16 = @splat(@splat(0));
+            const low4: wide.U32x16 = @splat(0x0F0F0F0F);
+            for (0..n) |b| {
+                var h: [16]@Vector(4, u32) = undefined;
+                var dv: @Vector(16, f16) = undefined;
+                inline for (0..16) |r| {
+                    const blk = &w_rows[r][b];
+                    if (T <= 2) @prefetch(@as([*]const u8, @ptrCast(blk)) + 8 * @sizeOf(Block), .{ .locality = 2 });
+                    h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
+                    dv[r] = blk.d;
+                }
+                var h8: [8]@Vector(8, u32) = undefined;
+                inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+                var g: [4]wide.U32x16 = undefined;
+                inline for (0..4) |i| g[i] = std.simd.join(h8[i], h8[i + 4]);
+                g = wide.runPlan(4, 2, wide.head_plan, g);
+                const dw: F32x16 = dv;
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    var lo: I32x16 = @splat(0);
+                    var hi: I32x16 = @splat(0);
+                    inline for (0..4) |k| {
+                        lo = wide.dpbusd16(lo, g[k] & low4, @splat(actGroup(ab, 4 * k)));
+                        hi = wide.dpbusd16(hi, (g[k] >> @splat(4)) & low4, @splat(actGroup(ab, 16 + 4 * k)));
+                    }
+                    const aq: @Vector(32, i8) = ab.qs;
+                    const asum: i32 = @reduce(.Add, @as(@Vector(32, i32), aq));
+                    const sumi = (lo +% hi) -% @as(I32x16, @splat(8 * asum));
+                    const da: F32x16 = @splat(@as(f32, ab.d));
+                    acc[t] = @mulAdd(F32x16, @floatFromInt(sumi), dw * da, acc[t]);
+                }
+            }
+            var out: [T][16]f32 = undefined;
+            inline for (0..T) |t| out[t] = acc[t];
+            return out;
+        }
+
+        inline fn actGroup(ab: *align(1) const Act.Block, e: usize) i32 {
+            return std.mem.readInt(i32, @as(*align(1) const [4]u8, @ptrCast(ab.qs[e..][0..4])), .little);
+        }
+
         /// ggml's scalar step for the last block of an odd-length IQ4_NL row.
         inline fn iq4nlTail(wb: Block, ab: Act.Block, sum: f32) f32 {
             var sumi: i32 = 0;
@@ -693,6 +821,79 @@ fn Legacy(comptime kind: Kind) type {
                 : [p] "x" (pairs),
                   [ones] "x" (ones),
             );
+        }
+    };
+}
+
+/// The shuffle-and-add tree of `tileRepackedFold`: P·T vectors of 16 int32 lanes, vector
+/// t·P + p holding rows 2p (lanes 0-3, 8-11) and 2p+1 (lanes 4-7, 12-15) of token t, are
+/// folded pairwise (out = even(a, b) + odd(a, b), each pair of source lanes from the same
+/// (token, row)) until each (token, row) has one lane, in `final_count` vectors.
+fn FoldPlan(comptime P: usize, comptime T: usize) type {
+    return struct {
+        const count0 = P * T;
+        const final_count = 2 * P * T / 16;
+        const levels = std.math.log2_int(usize, count0 / final_count);
+        comptime {
+            std.debug.assert(count0 % 8 == 0 and std.math.isPowerOfTwo(count0 / final_count));
+        }
+        even: [levels][count0 / 2][16]i32,
+        odd: [levels][count0 / 2][16]i32,
+        row_of: [final_count][16]i32,
+        token_of: [final_count][16]i32,
+        lane_of: [T][2 * P][2]usize,
+
+        fn make() @This() {
+            @setEvalBranchQuota(1_000_000);
+            var plan: @This() = undefined;
+            // keys[k][lane] = token · 2P + row.
+            var keys: [count0][16]usize = undefined;
+            for (0..T) |t| {
+                for (0..P) |p| {
+                    for (0..16) |i| keys[t * P + p][i] = t * 2 * P + 2 * p + (i / 4) % 2;
+                }
+            }
+            var count = count0;
+            for (0..levels) |level| {
+                var next: [count0][16]usize = undefined;
+                for (0..count / 2) |k| {
+                    for (0..2) |side| {
+                        const src = keys[2 * k + side];
+                        // Lanes of this source sorted by key (stable): consecutive pairs share a key.
+                        var order: [16]usize = undefined;
+                        var m: usize = 0;
+                        var key: usize = 0;
+                        while (key < 2 * P * T) : (key += 1) {
+                            for (0..16) |i| {
+                                if (src[i] == key) {
+                                    order[m] = i;
+                                    m += 1;
+                                }
+                            }
+                        }
+                        for (0..8) |j| {
+                            const a = order[2 * j];
+                            const b = order[2 * j + 1];
+                            std.debug.assert(src[a] == src[b]);
+                            const base: i32 = if (side == 0) 0 else -1;
+                            plan.even[level][k][8 * side + j] = if (side == 0) @intCast(a) else base - @as(i32, @intCast(a));
+                            plan.odd[level][k][8 * side + j] = if (side == 0) @intCast(b) else base - @as(i32, @intCast(b));
+                            next[k][8 * side + j] = src[a];
+                        }
+                    }
+                }
+                count /= 2;
+                keys = next;
+            }
+            for (0..final_count) |k| {
+                for (0..16) |i| {
+                    const key = keys[k][i];
+                    plan.token_of[k][i] = @intCast(key / (2 * P));
+                    plan.row_of[k][i] = @intCast(key % (2 * P));
+                    plan.lane_of[key / (2 * P)][key % (2 * P)] = .{ k, i };
+                }
+            }
+            return plan;
         }
     };
 }
