@@ -4,7 +4,10 @@
  * `llama-server -np 4` on the same file, threads, context and requests,
  * measured side by side (rounds alternate between the servers). Prints a
  * markdown table; the targets are 4 streams ≥ 2.5 × one stream, and dotllm ≥
- * 1.0 × llama-server.
+ * 1.0 × llama-server. Beside wall-clock tok/s it gives each server's CPU
+ * time per generated token (all its threads, from `/proc/PID/stat`): on a
+ * shared machine wall time mostly measures the neighbours, CPU time the
+ * server (a thread spinning while it waits counts as CPU, for both).
  *
  *   deno task bench:server [--model FILE] [--llama-server PATH] [-t 2] [-n 64] [-r 3]
  *
@@ -47,7 +50,16 @@ const PROMPTS = [
 
 interface Server {
   url: string;
+  /** CPU milliseconds the server process used so far (every thread). */
+  cpuMs(): number;
   stop(): Promise<void>;
+}
+
+/** utime + stime of a process, in ms (USER_HZ = 100 on Linux). */
+function processCpuMs(pid: number): number {
+  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 async function waitHealthy(url: string, child: Deno.ChildProcess): Promise<void> {
@@ -72,6 +84,7 @@ async function start(command: string, args: string[], port: number): Promise<Ser
   await waitHealthy(url, child);
   return {
     url,
+    cpuMs: () => processCpuMs(child.pid),
     async stop() {
       child.kill("SIGTERM");
       await child.status;
@@ -129,14 +142,22 @@ async function complete(url: string, prompt: string): Promise<number> {
   return json.usage.completion_tokens;
 }
 
+interface Throughput {
+  /** Aggregate generated tokens per wall-clock second. */
+  tokPerS: number;
+  /** Server CPU milliseconds per generated token. */
+  cpuMsPerTok: number;
+}
+
 /** Aggregate generated tok/s with `streams` concurrent requests (distinct prompts). */
-async function throughput(url: string, streams: number): Promise<number> {
-  const t0 = performance.now();
+async function throughput(server: Server, streams: number): Promise<Throughput> {
+  const t0 = performance.now(), c0 = server.cpuMs();
   const counts = await Promise.all(
-    Array.from({ length: streams }, (_, i) => complete(url, PROMPTS[i % PROMPTS.length])),
+    Array.from({ length: streams }, (_, i) => complete(server.url, PROMPTS[i % PROMPTS.length])),
   );
   const seconds = (performance.now() - t0) / 1000;
-  return counts.reduce((a, b) => a + b, 0) / seconds;
+  const total = counts.reduce((a, b) => a + b, 0);
+  return { tokPerS: total / seconds, cpuMsPerTok: (server.cpuMs() - c0) / total };
 }
 
 function pickModel(): string {
@@ -162,20 +183,23 @@ const servers: Array<[string, (m: string, p: number) => Promise<Server>]> = [["d
 if (existsSync(llamaServer)) servers.push(["llama-server", llama]);
 else console.error(`bench: no llama-server at ${llamaServer}; dotllm alone`);
 
-const results = new Map<string, { one: number[]; four: number[] }>();
+const results = new Map<string, { one: Throughput[]; four: Throughput[] }>();
 for (const [name] of servers) results.set(name, { one: [], four: [] });
 let port = 18_300 + Math.floor(Math.random() * 500);
 for (let r = 0; r < rounds; r++) {
   for (const [name, launch] of servers) {
     const server = await launch(model, port++);
     try {
-      await throughput(server.url, 1); // warm-up
+      await throughput(server, 1); // warm-up
       const res = results.get(name)!;
-      res.one.push(await throughput(server.url, 1));
-      res.four.push(await throughput(server.url, PARALLEL));
+      res.one.push(await throughput(server, 1));
+      res.four.push(await throughput(server, PARALLEL));
+      const one = res.one.at(-1)!, four = res.four.at(-1)!;
       console.error(
-        `round ${r + 1} ${name}: 1 stream ${res.one.at(-1)!.toFixed(1)} tok/s, ` +
-          `${PARALLEL} streams ${res.four.at(-1)!.toFixed(1)} tok/s`,
+        `round ${r + 1} ${name}: 1 stream ${one.tokPerS.toFixed(1)} tok/s ` +
+          `(${one.cpuMsPerTok.toFixed(1)} CPU ms/tok), ${PARALLEL} streams ` +
+          `${four.tokPerS.toFixed(1)} tok/s (${four.cpuMsPerTok.toFixed(1)} CPU ms/tok); ` +
+          `load average ${Deno.loadavg()[0].toFixed(2)}`,
       );
     } finally {
       await server.stop();
@@ -187,15 +211,24 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const cpu = Deno.readTextFileSync("/proc/cpuinfo").match(/model name\s*:\s*(.*)/)?.[1] ?? "?";
 console.log(
   `\nmodel ${model.split("/").pop()}, ${threads} threads, ${tokens} tokens per request, ` +
-    `-c ${CONTEXT}, ${rounds} rounds (median), ${new Date().toISOString()}, ${cpu}\n`,
+    `-c ${CONTEXT}, ${rounds} rounds (median), ${new Date().toISOString()}, ${cpu}, ` +
+    `load average ${Deno.loadavg().map((l) => l.toFixed(2)).join(" ")}\n`,
 );
-console.log("| server | 1 stream tok/s | 4 streams tok/s | 4 / 1 |");
-console.log("|---|---:|---:|---:|");
+console.log(
+  "| server | 1 stream tok/s | 4 streams tok/s | 4 / 1 | 1 stream CPU ms/tok | " +
+    "4 streams CPU ms/tok | CPU 1 / 4 |",
+);
+console.log("|---|---:|---:|---:|---:|---:|---:|");
+const tok = (xs: Throughput[]) => median(xs.map((x) => x.tokPerS));
+const cpuPerTok = (xs: Throughput[]) => median(xs.map((x) => x.cpuMsPerTok));
 for (const [name, r] of results) {
-  const one = median(r.one), four = median(r.four);
-  console.log(`| ${name} | ${one.toFixed(1)} | ${four.toFixed(1)} | ${(four / one).toFixed(2)} |`);
+  const one = tok(r.one), four = tok(r.four), c1 = cpuPerTok(r.one), c4 = cpuPerTok(r.four);
+  console.log(
+    `| ${name} | ${one.toFixed(1)} | ${four.toFixed(1)} | ${(four / one).toFixed(2)} | ` +
+      `${c1.toFixed(1)} | ${c4.toFixed(1)} | ${(c1 / c4).toFixed(2)} |`,
+  );
 }
 if (results.has("llama-server")) {
-  const d = median(results.get("dotllm")!.four), l = median(results.get("llama-server")!.four);
+  const d = tok(results.get("dotllm")!.four), l = tok(results.get("llama-server")!.four);
   console.log(`\ndotllm / llama-server at 4 streams: ${(d / l).toFixed(2)}`);
 }

@@ -3,8 +3,12 @@
  * lengths, some streamed, some cancelled midway) through the `openai`
  * client. Every request that was not cancelled completes; each greedy
  * response equals the same request sent alone; the server's resident memory
- * stays flat; `/health` answers in under 100 ms (99th percentile, probed
- * every 50 ms from another process; the maximum is printed).
+ * stays flat; `/health` (probed every 50 ms from another process) answers in
+ * under 100 ms: every probe once the time the OS kept the server's HTTP
+ * thread or the probe waiting for a CPU is taken out (Linux schedstat; on
+ * this shared 2-core machine such waits alone reach 200+ ms, the HTTP thread
+ * having run under a millisecond), and the 99th percentile of the raw
+ * latencies.
  *
  * Runs on the real SmolLM2-135M-Instruct Q4_1 file when the engine supports
  * its type, else (said on stdout) on the synthetic SmolLM-shaped Q8_0 model.
@@ -78,9 +82,10 @@ Deno.test({
       const probe = new Deno.Command(Deno.execPath(), {
         args: [
           "run",
-          "--allow-net",
+          "--allow-all", // Deno grants /proc/PID/task/TID/schedstat only with every permission
           new URL("./_health_probe.ts", import.meta.url).pathname,
           server.url,
+          String(server.pid),
         ],
         stdin: "piped",
         stdout: "piped",
@@ -156,7 +161,12 @@ Deno.test({
         } s; ` +
           `/health p50 ${health.p50Ms.toFixed(1)} p99 ${health.p99Ms.toFixed(1)} max ${
             health.maxMs.toFixed(1)
-          } ms over ${health.count} probes; ` +
+          } ms over ${health.count} probes (${
+            health.schedstat
+              ? `max ${health.maxServedMs.toFixed(1)} ms less CPU waits, the HTTP thread ran at ` +
+                `most ${health.maxServerCpuMs.toFixed(1)} ms in one`
+              : "no schedstat"
+          }); ` +
           `RSS MiB: start ${mib(rssStart)}, quartiles ${
             [0.25, 0.5, 0.75].map((q) => mib(rss[Math.floor(q * rss.length)])).join(" ")
           }, max ${mib(Math.max(...rss, rssEnd))}, end ${mib(rssEnd)}`,
@@ -166,8 +176,16 @@ Deno.test({
       assert.deepEqual(mismatched, [], "responses that differ from the same request alone");
       assert.equal(health.failures, 0);
       assert.ok(health.count > 20);
-      // The 100 ms target is for the 99th percentile here: on a shared 2-core machine the OS can
-      // delay any thread by more than that; a blocked HTTP thread would show seconds.
+      // Every probe under 100 ms but for the time the OS withheld a CPU (the server's work on its
+      // HTTP thread and the I/O); the raw latencies: p99 under 100 ms, none near a second.
+      if (health.schedstat) {
+        assert.ok(
+          health.maxServedMs < 100,
+          `/health took ${health.maxServedMs.toFixed(1)} ms beyond waiting for a CPU`,
+        );
+      } else {
+        console.log("load test: no /proc schedstat; /health checked on raw latencies only");
+      }
       assert.ok(health.p99Ms < 100, `/health p99 ${health.p99Ms.toFixed(1)} ms`);
       assert.ok(health.maxMs < 1000, `/health took up to ${health.maxMs.toFixed(1)} ms`);
       // Flat: from the first quarter of the run to its end, no growth beyond GC and allocator

@@ -102,6 +102,9 @@ export class Context {
   readonly #slots: Int32Array;
   readonly #outRows: Int32Array;
   readonly #logitsRows: Float32Array[];
+  /** `#logitsBlocks[n]`: rows [0, n) as one view (made once, on first use). */
+  readonly #logitsBlocks: Float32Array[] = [];
+  readonly #logitsBuffer: ArrayBuffer;
   /** Per slot: the next position a batch token of that slot must have. */
   readonly #next: Int32Array;
   #logitsCount = 0;
@@ -197,6 +200,7 @@ export class Context {
       this.#positions = positions.view;
       this.#slots = slotIds.view;
       this.#outRows = outRows.view;
+      this.#logitsBuffer = logits.buffer;
       this.#logitsRows = Array.from(
         { length: R },
         (_, r) => new Float32Array(logits.buffer, r * V * 4, V),
@@ -318,6 +322,20 @@ export class Context {
       throw new RangeError(`logits row ${row} is outside [0, ${this.#logitsCount})`);
     }
     return this.#logitsRows[row];
+  }
+
+  /**
+   * Every logits row of the last decode as one view `[logitsCount][vocab]`
+   * (row `r` at `r × vocab`), of native memory, valid until the next decode:
+   * what a caller sampling every row reads without copying.
+   */
+  logitsBlock(): Float32Array {
+    const n = this.#logitsCount;
+    return this.#logitsBlocks[n] ??= new Float32Array(
+      this.#logitsBuffer,
+      0,
+      n * this.model.config.vocabSize,
+    );
   }
 
   /** Frees the buffers, the KV cache and (when it made them) the kernels. Later calls throw. */

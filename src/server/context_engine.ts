@@ -46,7 +46,6 @@ export class ContextEngine implements Engine {
   readonly batchSize: number;
   readonly kvCacheBytes: number;
   readonly #batch: Batch;
-  readonly #logits: Float32Array;
 
   /** Maps `path` and creates the context; throws the loader's error for a bad file. */
   static load(path: string, options: ContextEngineOptions = {}): ContextEngine {
@@ -76,7 +75,6 @@ export class ContextEngine implements Engine {
     this.batchSize = this.context.batchSize;
     this.kvCacheBytes = this.context.memory.kvCacheBytes;
     this.#batch = new Batch(this.batchSize);
-    this.#logits = new Float32Array(slots * this.vocabSize);
   }
 
   /** The model's parsed GGUF (tokenizer, chat template). */
@@ -94,10 +92,8 @@ export class ContextEngine implements Engine {
     for (let i = 0; i < batch.count; i++) {
       b.add(batch.tokens[i], batch.positions[i], batch.slots[i], batch.wantsLogits[i] === 1);
     }
-    const rows = this.context.decode(b);
-    const V = this.vocabSize;
-    for (let r = 0; r < rows; r++) this.#logits.set(this.context.logits(r), r * V);
-    return this.#logits.subarray(0, rows * V);
+    this.context.decode(b);
+    return this.context.logitsBlock(); // a view: the scheduler samples before the next decode
   }
 
   close(): void {

@@ -373,8 +373,14 @@ export class ApiHandler {
     const metrics = this.metrics;
     const stream = new ReadableStream<Uint8Array>({
       async pull(controller) {
+        // The events waiting now go out as one write (one step of the scheduler arrives at once).
+        let out = "";
         const send = (data: unknown) => {
-          controller.enqueue(encoder.encode(`data: ${JSON.stringify(data)}\n\n`));
+          out += `data: ${JSON.stringify(data)}\n\n`;
+        };
+        const flush = () => {
+          if (out !== "") controller.enqueue(encoder.encode(out));
+          out = "";
         };
         try {
           // Each pull enqueues something (a pull that enqueues nothing is not
@@ -383,6 +389,7 @@ export class ApiHandler {
             const e = await queue.next();
             if (e.type === "error") {
               send(new ApiError(e.status, e.message).toJSON());
+              flush();
               controller.close();
               end();
               return;
@@ -395,12 +402,14 @@ export class ApiHandler {
               if (event.type === "done") {
                 metrics.promptTokens += event.promptTokens;
                 metrics.completionTokens += event.completionTokens;
-                controller.enqueue(encoder.encode("data: [DONE]\n\n"));
+                out += "data: [DONE]\n\n";
+                flush();
                 controller.close();
                 end();
                 return;
               }
             }
+            flush();
           }
         } catch (error) {
           abort();

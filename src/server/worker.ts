@@ -1,7 +1,10 @@
 /**
  * The model Worker: owns the engine and the scheduler, so the forward pass
  * never blocks the HTTP event loop. Talks to `WorkerBackend` in messages:
- * `{ op, id, ... }` in, `{ id, event | result | error }` out.
+ * `{ op, id, ... }` in; out, `{ id, result | error }` for calls and
+ * `{ events: [[id, event], ...] }` for generation: every event of one
+ * scheduler step in one message (a step emits one token per live sequence),
+ * so the HTTP thread wakes once per step, not once per token.
  *
  * @module
  */
@@ -22,6 +25,20 @@ export type WorkerRequest =
 const scope = self as any;
 let backend: LocalBackend | undefined;
 const cancels = new Map<number, () => void>();
+
+/** Generation events not yet posted: flushed in one message once the current task ends. */
+let outbox: Array<[number, unknown]> = [];
+
+function flush(): void {
+  const events = outbox;
+  outbox = [];
+  scope.postMessage({ events });
+}
+
+function post(id: number, event: unknown): void {
+  if (outbox.length === 0) queueMicrotask(flush); // after the synchronous step that emits
+  outbox.push([id, event]);
+}
 
 function reply(id: number, promise: Promise<unknown>): void {
   promise.then(
@@ -46,7 +63,7 @@ scope.onmessage = async (e: MessageEvent<WorkerRequest>) => {
     case "generate": {
       const cancel = b.generate(m.input, (event) => {
         if (event.type === "done" || event.type === "error") cancels.delete(m.id);
-        scope.postMessage({ id: m.id, event });
+        post(m.id, event);
       });
       cancels.set(m.id, cancel);
       return;

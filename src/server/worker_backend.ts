@@ -31,11 +31,13 @@ export class WorkerBackend implements Backend {
     this.#render = chatRenderer(info.chat);
     worker.onmessage = (e: MessageEvent) => {
       const m = e.data;
-      const stream = this.#streams.get(m.id);
-      if (m.event !== undefined) {
-        if (stream === undefined) return;
-        if (m.event.type === "done" || m.event.type === "error") this.#streams.delete(m.id);
-        stream(m.event);
+      if (m.events !== undefined) {
+        for (const [id, event] of m.events as Array<[number, SequenceEvent]>) {
+          const stream = this.#streams.get(id);
+          if (stream === undefined) continue; // cancelled
+          if (event.type === "done" || event.type === "error") this.#streams.delete(id);
+          stream(event);
+        }
         return;
       }
       const call = this.#calls.get(m.id);
