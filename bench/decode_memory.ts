@@ -13,7 +13,7 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { generate } from "../src/generation/mod.ts";
-import { LlamaModel, type ForwardOps } from "../src/model/mod.ts";
+import { type ForwardOps, LlamaModel } from "../src/model/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
 
 const { values, positionals } = parseArgs({

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { Kernels } from "../src/kernels/mod.ts";
-import { LlamaModel, type ForwardOps } from "../src/model/mod.ts";
+import { type ForwardOps, LlamaModel } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { golden } from "./_golden.ts";
 import { assertBitIdentical } from "./_kernels.ts";

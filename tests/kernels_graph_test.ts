@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { GgmlType } from "../src/gguf/types.ts";
 import { Kernels } from "../src/kernels/mod.ts";
-import { LlamaModel, type ForwardOps } from "../src/model/mod.ts";
+import { type ForwardOps, LlamaModel } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { syntheticModel, type SyntheticShape } from "./_synthetic.ts";
 

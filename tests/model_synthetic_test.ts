@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { GgufTensorInfo } from "../src/gguf/reader.ts";
 import { GgmlType } from "../src/gguf/types.ts";
-import { LlamaModel, type ForwardOps, type ModelOptions } from "../src/model/mod.ts";
+import { type ForwardOps, LlamaModel, type ModelOptions } from "../src/model/mod.ts";
 import { Kernels } from "../src/kernels/mod.ts";
 import { ReferenceKernels } from "./_reference_kernels.ts";
 import { loadNative } from "../src/native/mod.ts";
