@@ -499,6 +499,8 @@ fn Legacy(comptime kind: Kind) type {
         /// once and used for every token. out[t][r] is bit-identical to
         /// `vecDot(w_rows[r], a_rows[t])`.
         fn tile(comptime path: Path, comptime P: usize, comptime T: usize, comptime repacked: bool, w_rows: [2 * P][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][2 * P]f32 {
+            // The T×P inline loops expand the comptime lane masks many times (the AVX2 build most).
+            @setEvalBranchQuota(100_000);
             const n = a_rows[0].len;
             inline for (0..2 * P) |r| std.debug.assert(w_rows[r].len == n);
             inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
