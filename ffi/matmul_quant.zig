@@ -73,8 +73,13 @@ fn dotRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usi
     dotRangeOrder(E, false, job, row_begin, row_end);
 }
 
+/// The tiled order: R × T tiles when the entry declares `vecDotTileTiled`, else one
+/// token at a time.
 fn dotRangeTiled(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usize) void {
     var r = row_begin;
+    if (comptime @hasDecl(E, "vecDotTileTiled") and row_group % 2 == 0) {
+        while (r + row_group <= row_end) : (r += row_group) tileRowGroupIn(E, .tiled, .tiled, tiled_token_group, job, r);
+    }
     while (r + row_group <= row_end) : (r += row_group) {
         var w_rows: [row_group][]align(1) const E.Block = undefined;
         inline for (0..row_group) |i| w_rows[i] = job.weightRow(r + i);
@@ -154,28 +159,41 @@ fn hasTile(comptime E: type, comptime repacked: bool) bool {
 /// Rows r..r+row_group for every token: tiles of `token_group` tokens, the remainder
 /// (1-3 tokens) in one smaller tile.
 fn tileRowGroup(comptime E: type, comptime repacked: bool, job: *const Job(E), r: usize) void {
+    const rest: Order = if (repacked) .repacked else .plain;
+    const gemm: Order = if (repacked and @hasDecl(E, "vecDotTileRepackedGemm")) .repacked_gemm else rest;
+    tileRowGroupIn(E, gemm, rest, token_group, job, r);
+}
+
+/// Tokens per tile in the tiled order (`vecDotTileTiled`): its per-(row, token) state is
+/// one f32, so 8 tokens still fit in registers and each weight block is decoded once
+/// per 8 tokens.
+const tiled_token_group = 8;
+
+/// Rows r..r+row_group for every token: the first tokens - tokens % token_group tokens
+/// in `gemm_order` tiles of `wide_tokens` (a multiple of token_group) and then
+/// token_group tokens, the remainder (1-3 tokens) in one `rest_order` tile.
+fn tileRowGroupIn(comptime E: type, comptime gemm_order: Order, comptime rest_order: Order, comptime wide_tokens: usize, job: *const Job(E), r: usize) void {
+    comptime std.debug.assert(wide_tokens % token_group == 0);
     var w_rows: [row_group][]align(1) const E.Block = undefined;
     inline for (0..row_group) |i| w_rows[i] = job.weightRow(r + i);
     const gemm_end = job.tokens - job.tokens % token_group;
     var t: usize = 0;
-    while (t < gemm_end) : (t += token_group) {
-        if (repacked and @hasDecl(E, "vecDotTileRepackedGemm")) {
-            tileAt(E, .repacked_gemm, token_group, job, r, w_rows, t);
-        } else {
-            tileAt(E, if (repacked) .repacked else .plain, token_group, job, r, w_rows, t);
-        }
+    if (wide_tokens > token_group) {
+        while (t + wide_tokens <= gemm_end) : (t += wide_tokens) tileAt(E, gemm_order, wide_tokens, job, r, w_rows, t);
     }
-    const order: Order = if (repacked) .repacked else .plain;
+    while (t < gemm_end) : (t += token_group) tileAt(E, gemm_order, token_group, job, r, w_rows, t);
     switch (job.tokens - gemm_end) {
         0 => {},
-        1 => tileAt(E, order, 1, job, r, w_rows, t),
-        2 => tileAt(E, order, 2, job, r, w_rows, t),
-        3 => tileAt(E, order, 3, job, r, w_rows, t),
+        1 => tileAt(E, rest_order, 1, job, r, w_rows, t),
+        2 => tileAt(E, rest_order, 2, job, r, w_rows, t),
+        3 => tileAt(E, rest_order, 3, job, r, w_rows, t),
         else => unreachable,
     }
 }
 
-const Order = enum { plain, repacked, repacked_gemm };
+/// `plain`: vecDotTile, `repacked`/`repacked_gemm`: vecDotTileRepacked(Gemm),
+/// `tiled`: vecDotTileTiled (llama.cpp's tiled K-quant order).
+const Order = enum { plain, repacked, repacked_gemm, tiled };
 
 /// Rows per `E.vecDotWideRepacked` call: an entry may declare `wide_rows` (> 0 when the
 /// target runs it) and `vecDotWideRepacked(T, gemm, w_rows, a_rows) [T][wide_rows]f32`,
@@ -193,12 +211,17 @@ fn claimRows(comptime E: type, rows: usize) usize {
     return row_group;
 }
 
+/// Tokens per wide GEMM tile (two of llama.cpp's 4-token GEMM groups, each element in
+/// the same order): each 16-row transpose is reused over 8 tokens.
+const wide_token_group = 8;
+
 fn wideRowGroup(comptime E: type, job: *const Job(E), r: usize) void {
     const W = comptime wideRows(E);
     var w_rows: [W][]align(1) const E.Block = undefined;
     inline for (0..W) |i| w_rows[i] = job.weightRow(r + i);
     const gemm_end = job.tokens - job.tokens % token_group;
     var t: usize = 0;
+    while (t + wide_token_group <= gemm_end) : (t += wide_token_group) wideAt(E, wide_token_group, true, job, r, w_rows, t);
     while (t < gemm_end) : (t += token_group) wideAt(E, token_group, true, job, r, w_rows, t);
     switch (job.tokens - gemm_end) {
         0 => {},
@@ -226,6 +249,7 @@ inline fn tileAt(comptime E: type, comptime order: Order, comptime T: usize, job
         .plain => E.vecDotTile(row_group, T, w_rows, a_rows),
         .repacked => E.vecDotTileRepacked(row_group, T, w_rows, a_rows),
         .repacked_gemm => E.vecDotTileRepackedGemm(row_group, T, w_rows, a_rows),
+        .tiled => E.vecDotTileTiled(row_group, T, w_rows, a_rows),
     };
     inline for (0..T) |j| {
         inline for (0..row_group) |i| job.out[(t + j) * job.rows + r + i] = sums[j][i];
@@ -349,7 +373,8 @@ test "a Q6_K matrix takes the vec_dot order below 8 tokens and llama.cpp's tiled
     for (&wf) |*v| v.* = random.floatNorm(f32);
     var w: [rows * nb]T.Block = undefined;
     T.quantizeRowRef(&wf, &w);
-    inline for (.{ 7, 8, 11 }) |tokens| {
+    // 8+ tokens: tiles of 8, then of 4, then a 1-3 token tile (11 = 8+3, 21 = 8+8+4+1).
+    inline for (.{ 7, 8, 11, 16, 21 }) |tokens| {
         var x: [tokens * cols]f32 = undefined;
         for (&x) |*v| v.* = random.floatNorm(f32);
         var expected: [tokens * rows]f32 = undefined;
@@ -399,7 +424,8 @@ test "GEMM tiles of real legacy and K-quant entries equal the one-row calls per 
             for (&wf) |*v| v.* = random.float(f32) * 2 - 1;
             var w: [rows * nb]E.Block = undefined;
             for (0..rows) |r| E.quantizeRowRef(wf[r * cols ..][0..cols], w[r * nb ..][0..nb]);
-            inline for (.{ 1, 2, 3, 4, 5, 7, 9 }) |tokens| {
+            // Tiles of 8 tokens (wide and tiled order), of 4, and of 1-3: 13 = 8+4+1.
+            inline for (.{ 1, 2, 3, 4, 5, 7, 8, 9, 13, 17 }) |tokens| {
                 var x: [tokens * cols]f32 = undefined;
                 for (&x) |*v| v.* = random.float(f32) * 2 - 1;
                 var expected: [tokens * rows]f32 = undefined;

@@ -1437,6 +1437,12 @@ pub const Q6_K = struct {
         return rowsDotAcc(@This(), TiledAcc(5), default_path, R, w_rows, a);
     }
 
+    /// R rows × T tokens in the tiled order, bit-identical to `vecDotTiled` per (row,
+    /// token) (see `tileDotAcc`): each weight block is decoded once per tile.
+    pub fn vecDotTileTiled(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        return tileDotAcc(@This(), TiledAcc(5), default_path, R, T, w_rows, a_rows);
+    }
+
     /// One row in the tiled order.
     pub fn vecDotTiled(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         return rowsDotAcc(@This(), TiledAcc(5), default_path, 1, .{w}, a)[0];
