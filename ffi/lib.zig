@@ -51,5 +51,6 @@ test {
     _ = @import("arch_ops.zig");
     _ = @import("quant_act.zig");
     _ = @import("quant_legacy.zig");
+    _ = @import("quant_q4_1_tile.zig");
     _ = @import("quant_k_test.zig");
 }

@@ -401,10 +401,17 @@ inline fn tileQ8Cells(comptime P: usize, comptime T: usize, job: *const Q8Job, r
     const nb = job.blocks_per_row;
     const row_bytes = nb * @sizeOf(BlockQ8_0);
     const act = job.act;
+    const ahead_rows = 2 * P * @max(1, prefetch_distance_bytes / (2 * P * row_bytes));
     var acc: [P][T]F32x16 = @splat(@splat(@splat(0)));
     for (0..nb) |b| {
         var wq: [P]U8x64 = undefined;
         var dw: [P]F32x16 = undefined;
+        if (T <= cell_prefetch_max_tokens) {
+            // As tileQ8Gemv: a decode batch does little work per weight byte, so fetch
+            // the rows ahead at this block (the prefetcher retrains on every short row).
+            const ahead = job.w + (r0 + ahead_rows) * row_bytes + b * @sizeOf(BlockQ8_0);
+            inline for (0..2 * P) |r| @prefetch(ahead + r * row_bytes, .{ .locality = 2 });
+        }
         inline for (0..P) |p| {
             const lo = job.w + (r0 + 2 * p) * row_bytes + b * @sizeOf(BlockQ8_0);
             const hi = lo + row_bytes;
@@ -434,6 +441,11 @@ inline fn tileQ8Cells(comptime P: usize, comptime T: usize, job: *const Q8Job, r
         }
     }
 }
+
+/// Token counts up to which `tileQ8Cells` prefetches the rows ahead (a 2-4 sequence
+/// decode step waits on the weight stream without it: the head matmul of 4 tokens cost
+/// 4.3× one token's; larger prompt tiles are compute-bound).
+const cell_prefetch_max_tokens = 4;
 
 /// 8 exact lanes of one block: lane g = Σ_{j<4} w[4g+j]·x[4g+j]. `neg_corr` as in `dotLanes16`.
 inline fn dotLanes8(w_qs: @Vector(qk, u8), xv: @Vector(qk, i8), neg_corr: I32x8) I32x8 {

@@ -1,0 +1,231 @@
+//! Q4_1 × Q8_1 GEMM tile for AVX-512 VNNI: 4 weight rows × T tokens (T = 1..4), the
+//! kernel of a 2-4 sequence decode step (and of prompt tiles), bit-identical per
+//! (row, token) to llama.cpp's `ggml_vec_dot_q4_1_q8_1` (x86, AVX2 branch, which
+//! AVX-512 builds take) and so to `Q4_1.vecDot` of quant_legacy.zig.
+//!
+//! That order, per row and token: for each block, 8 exact int32 lanes (lane g =
+//! Σ_{j<4} q[4g+j]·a[4g+j], the `vpdpbusd` layout), converted to f32, acc =
+//! fma(dw·da, lanes, acc) into one 8-lane accumulator; summs += m·s in a scalar chain;
+//! result hsum_float_8(acc) + summs.
+//!
+//! What the tile shares: the weights of each block are unpacked once for all T tokens,
+//! each 512-bit vector holds two rows' 8 lanes ([row 2p lanes 0-7, row 2p+1 lanes 0-7])
+//! against the token's 32 activations broadcast twice (a plain load, no shuffle), the
+//! dw·da scales of the tile come from one vector conversion of the rows' and tokens'
+//! f16 pairs, and the 4·T min-term chains run as one vector fused multiply-add per
+//! block (m·s is a product of two f16 values, exact in f32, so fused or not it rounds
+//! once, as llama.cpp's `summs += m*s`). No lane ever mixes two (row, token) pairs
+//! before the final per-output tree, so every output keeps its own float sequence.
+//!
+//! Limits: 4 rows (the driver's `row_group`), T ≤ 4 (`token_group`; the accumulators,
+//! 2·T vectors, stay in registers); every row and token has the same block count.
+const std = @import("std");
+const builtin = @import("builtin");
+const simd = @import("simd.zig");
+const act = @import("quant_act.zig");
+
+const x86 = std.Target.x86;
+
+/// The kernel needs 512-bit `vpdpbusd` (avx512vnni) and 512-bit byte ops (avx512bw).
+pub const available = builtin.cpu.arch == .x86_64 and
+    x86.featureSetHas(builtin.cpu.features, .avx512vnni) and
+    x86.featureSetHas(builtin.cpu.features, .avx512bw);
+
+/// Elements per block.
+const qk = 32;
+/// Rows per tile.
+pub const rows = 4;
+
+const ActBlock = act.Q8_1.Block;
+
+const U8x64 = @Vector(64, u8);
+const I8x64 = @Vector(64, i8);
+const I32x16 = @Vector(16, i32);
+const F32x16 = @Vector(16, f32);
+const F32x8 = @Vector(8, f32);
+
+/// How far ahead the weights are prefetched: the tile fetches the row group that many
+/// bytes on (rounded to whole groups) at the block it is reading, as matmul.zig's
+/// Q8_0 GEMV does (4 short row streams at once defeat the hardware prefetcher).
+const prefetch_distance_bytes: usize = 16384;
+
+inline fn dpbusd(acc: I32x16, u: U8x64, s: I8x64) I32x16 {
+    return asm ("vpdpbusd %[s], %[u], %[acc]"
+        : [acc] "=v" (-> I32x16),
+        : [_] "0" (acc),
+          [u] "v" (u),
+          [s] "v" (s),
+    );
+}
+
+/// [lo(a) 16, hi(a) 16, lo(b) 16, hi(b) 16]: each row's 32 codes in element order.
+const pair_order = blk: {
+    var m: [64]i32 = undefined;
+    for (0..16) |i| {
+        m[i] = i; // row a, elements 0..15: low nibbles of a (lo[0..16])
+        m[16 + i] = ~@as(i32, i); // row a, elements 16..31: high nibbles of a (hi[0..16])
+        m[32 + i] = 16 + i; // row b low nibbles (lo[16..32])
+        m[48 + i] = ~@as(i32, 16 + i); // row b high nibbles
+    }
+    break :blk m;
+};
+
+/// The codes of block b of rows a and b, laid out as `pair_order`.
+inline fn unpackPair(comptime B: type, wa: *align(1) const B, wb: *align(1) const B) U8x64 {
+    const qa: @Vector(16, u8) = wa.qs;
+    const qb: @Vector(16, u8) = wb.qs;
+    const v = std.simd.join(qa, qb);
+    const lo = v & @as(@Vector(32, u8), @splat(0x0F));
+    const hi = v >> @as(@Vector(32, u3), @splat(4));
+    return @shuffle(u8, lo, hi, pair_order);
+}
+
+const twice32 = blk: {
+    var m: [64]i32 = undefined;
+    for (0..64) |i| m[i] = i % 32;
+    break :blk m;
+};
+
+/// Lanes (pair vector) of each (row pair half, lane): [row 2p ×8, row 2p+1 ×8].
+fn pairScaleMask(comptime p: usize) [16]i32 {
+    var m: [16]i32 = undefined;
+    // The rows' (d, m) pairs convert to [d0 m0 d1 m1 d2 m2 d3 m3]: d of row r is lane 2r.
+    for (0..16) |i| m[i] = 2 * (2 * p + i / 8);
+    return m;
+}
+
+fn minMask(comptime T: usize) [4 * T]i32 {
+    var m: [4 * T]i32 = undefined;
+    for (0..4 * T) |i| m[i] = 2 * (i % 4) + 1; // m of row i % 4
+    return m;
+}
+
+fn sumMask(comptime T: usize) [4 * T]i32 {
+    var m: [4 * T]i32 = undefined;
+    for (0..4 * T) |i| m[i] = 2 * (i / 4) + 1; // s of token i / 4
+    return m;
+}
+
+/// The (d, m) or (d, s) f16 pairs of `n` blocks (rows or tokens), in f32.
+inline fn scalePairs(comptime n: usize, comptime B: type, blocks: [n]*align(1) const B) @Vector(2 * n, f32) {
+    var bits: @Vector(n, u32) = undefined;
+    inline for (0..n) |i| bits[i] = std.mem.readInt(u32, @as(*align(1) const [4]u8, @ptrCast(blocks[i])), .little);
+    const halves: @Vector(2 * n, f16) = @bitCast(bits);
+    return @floatCast(halves);
+}
+
+/// out[t][r] = `ggml_vec_dot_q4_1_q8_1`(w_rows[r], a_rows[t]), bit for bit. `B` is
+/// ggml's block_q4_1 (`d`, `m` f16 first, then 16 bytes of nibbles: low = elements
+/// 0..15, high = 16..31).
+pub fn tile(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const B, a_rows: [T][]align(1) const ActBlock) [T][rows]f32 {
+    comptime std.debug.assert(T >= 1 and T <= 4);
+    comptime std.debug.assert(@sizeOf(B) == 20 and @offsetOf(B, "d") == 0 and @offsetOf(B, "m") == 2 and @offsetOf(B, "qs") == 4);
+    const n = a_rows[0].len;
+    inline for (0..rows) |r| std.debug.assert(w_rows[r].len == n);
+    inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+    var acc: [T][2]F32x16 = @splat(@splat(@splat(0)));
+    var summs: @Vector(4 * T, f32) = @splat(0);
+    // Rows ahead of each row, at the same block (a prefetch never faults, so past the
+    // matrix's end is harmless; the rows of a matrix are consecutive, n blocks each).
+    const ahead_bytes = rows * @max(1, prefetch_distance_bytes / (rows * n * @sizeOf(B))) * n * @sizeOf(B);
+    for (0..n) |b| {
+        var wb: [rows]*align(1) const B = undefined;
+        inline for (0..rows) |r| {
+            wb[r] = &w_rows[r][b];
+            @prefetch(@as([*]const u8, @ptrCast(wb[r])) + ahead_bytes, .{ .locality = 2 });
+        }
+        var ab: [T]*align(1) const ActBlock = undefined;
+        inline for (0..T) |t| ab[t] = &a_rows[t][b];
+        const wdm = scalePairs(rows, B, wb); // [d0 m0 d1 m1 d2 m2 d3 m3]
+        const ads = scalePairs(T, ActBlock, ab); // [d0 s0 d1 s1 ...]
+        const u = [2]U8x64{ unpackPair(B, wb[0], wb[1]), unpackPair(B, wb[2], wb[3]) };
+        const dw = [2]F32x16{
+            @shuffle(f32, wdm, undefined, pairScaleMask(0)),
+            @shuffle(f32, wdm, undefined, pairScaleMask(1)),
+        };
+        inline for (0..T) |t| {
+            const aq: @Vector(32, i8) = ab[t].qs;
+            const av: I8x64 = @shuffle(i8, aq, undefined, twice32);
+            const da: F32x16 = @splat(ads[2 * t]);
+            inline for (0..2) |p| {
+                const lanes: F32x16 = @floatFromInt(dpbusd(@splat(0), u[p], av));
+                acc[t][p] = @mulAdd(F32x16, dw[p] * da, lanes, acc[t][p]);
+            }
+        }
+        const m: @Vector(4 * T, f32) = @shuffle(f32, wdm, undefined, minMask(T));
+        const s: @Vector(4 * T, f32) = @shuffle(f32, ads, undefined, sumMask(T));
+        summs = @mulAdd(@Vector(4 * T, f32), m, s, summs);
+    }
+    var out: [T][rows]f32 = undefined;
+    inline for (0..T) |t| {
+        inline for (0..2) |p| {
+            const lo: F32x8 = @shuffle(f32, acc[t][p], undefined, std.simd.iota(i32, 8));
+            const hi: F32x8 = @shuffle(f32, acc[t][p], undefined, std.simd.iota(i32, 8) + @as(@Vector(8, i32), @splat(8)));
+            out[t][2 * p] = simd.hsum(8, f32, lo) + summs[4 * t + 2 * p];
+            out[t][2 * p + 1] = simd.hsum(8, f32, hi) + summs[4 * t + 2 * p + 1];
+        }
+    }
+    return out;
+}
+
+/// Scalar reference of the same order (ggml's x86 `ggml_vec_dot_q4_1_q8_1`, one output).
+pub fn dotRef(comptime B: type, w: []align(1) const B, a: []align(1) const ActBlock) f32 {
+    std.debug.assert(w.len == a.len);
+    var acc: [8]f32 = @splat(0);
+    var summs: f32 = 0;
+    for (w, a) |wb, ab| {
+        const scale = @as(f32, wb.d) * @as(f32, ab.d);
+        for (0..8) |g| {
+            var lane: i32 = 0;
+            for (0..4) |j| {
+                const e = 4 * g + j;
+                const q: i32 = if (e < 16) wb.qs[e] & 0x0F else wb.qs[e - 16] >> 4;
+                lane += q * ab.qs[e];
+            }
+            acc[g] = @mulAdd(f32, scale, @floatFromInt(lane), acc[g]);
+        }
+        summs += @as(f32, wb.m) * @as(f32, ab.s);
+    }
+    // hsum_float_8: (x0..3 + x4..7), then the halves of that, then the last pair.
+    const q = [4]f32{ acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7] };
+    const h = [2]f32{ q[0] + q[2], q[1] + q[3] };
+    return (h[0] + h[1]) + summs;
+}
+
+const testing = std.testing;
+
+test "the Q4_1 VNNI tile equals the scalar x86-order reference and Q4_1.vecDot per (row, token), T = 1..4" {
+    if (!available) return error.SkipZigTest;
+    const legacy = @import("quant_legacy.zig");
+    const B = legacy.Q4_1.Block;
+    var prng = std.Random.DefaultPrng.init(41);
+    const random = prng.random();
+    inline for (.{ 1, 2, 3, 18, 48 }) |nb| {
+        const cols = nb * qk;
+        var wf: [rows * cols]f32 = undefined;
+        for (&wf) |*v| v.* = random.floatNorm(f32);
+        var w: [rows * nb]legacy.Q4_1.Block = undefined;
+        for (0..rows) |r| legacy.Q4_1.quantizeRowRef(wf[r * cols ..][0..cols], w[r * nb ..][0..nb]);
+        var a: [4][nb]ActBlock = undefined;
+        for (&a) |*row| {
+            var x: [cols]f32 = undefined;
+            for (&x) |*v| v.* = random.floatNorm(f32) * 3;
+            act.Q8_1.quantizeRow(&x, row);
+        }
+        var w_rows: [rows][]align(1) const B = undefined;
+        for (0..rows) |r| w_rows[r] = w[r * nb ..][0..nb];
+        inline for (1..5) |T| {
+            var a_rows: [T][]align(1) const ActBlock = undefined;
+            inline for (0..T) |t| a_rows[t] = &a[t];
+            const got = tile(B, T, w_rows, a_rows);
+            for (0..T) |t| {
+                for (0..rows) |r| {
+                    const want = dotRef(B, w_rows[r], a_rows[t]);
+                    try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got[t][r])));
+                    const lib = legacy.Q4_1.vecDot(w[r * nb ..][0..nb], a_rows[t]);
+                    try testing.expectEqual(@as(u32, @bitCast(lib)), @as(u32, @bitCast(got[t][r])));
+                }
+            }
+        }
+    }
+}
