@@ -841,7 +841,6 @@ test "Q8_0 and float GEMM rows equal GEMV of each token bit for bit" {
     try testing.expectEqualSlices(f32, &gemm, &gemv);
 }
 
-
 test "the prompt cell tile and the GEMV tile equal tileQ8 bit for bit: row pairs, token tails, odd block counts, -128 weights" {
     const allocator = testing.allocator;
     var prng = std.Random.DefaultPrng.init(5);
