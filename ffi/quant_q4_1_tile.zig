@@ -194,8 +194,9 @@ pub fn dotRef(comptime B: type, w: []align(1) const B, a: []align(1) const ActBl
 
 const testing = std.testing;
 
+// Without VNNI (the x86-64-v3 build) the tile is not compiled: the reference is still
+// checked against the Q4_1.vecDot that such builds run.
 test "the Q4_1 VNNI tile equals the scalar x86-order reference and Q4_1.vecDot per (row, token), T = 1..4" {
-    if (!available) return error.SkipZigTest;
     const legacy = @import("quant_legacy.zig");
     const B = legacy.Q4_1.Block;
     var prng = std.Random.DefaultPrng.init(41);
@@ -217,13 +218,15 @@ test "the Q4_1 VNNI tile equals the scalar x86-order reference and Q4_1.vecDot p
         inline for (1..5) |T| {
             var a_rows: [T][]align(1) const ActBlock = undefined;
             inline for (0..T) |t| a_rows[t] = &a[t];
-            const got = tile(B, T, w_rows, a_rows);
             for (0..T) |t| {
                 for (0..rows) |r| {
                     const want = dotRef(B, w_rows[r], a_rows[t]);
-                    try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got[t][r])));
                     const lib = legacy.Q4_1.vecDot(w[r * nb ..][0..nb], a_rows[t]);
-                    try testing.expectEqual(@as(u32, @bitCast(lib)), @as(u32, @bitCast(got[t][r])));
+                    try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(lib)));
+                    if (comptime available) {
+                        const got = tile(B, T, w_rows, a_rows);
+                        try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got[t][r])));
+                    }
                 }
             }
         }
