@@ -1234,6 +1234,8 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
             };
             const sm_lo = scale.of(2 * c, s0, s1, s2);
             const sm_hi = scale.of(2 * c + 1, s0, s1, s2);
+            // Scale lo, scale hi, min lo, min hi of the 16 rows in f32 (GEMM order).
+            const scf: [4]F32x16 = if (gemm) .{ @floatFromInt(sm_lo[0]), @floatFromInt(sm_hi[0]), @floatFromInt(sm_lo[1]), @floatFromInt(sm_hi[1]) } else undefined;
             var q: [16]@Vector(8, u32) = undefined;
             if (T <= 2) {
                 // A GEMV streams 16 rows: fetch each one's block 4 ahead.
@@ -1251,15 +1253,18 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
                     il = dpbusd16(il, wt[g] & low4, @splat(group4(ab, 64 * c + 4 * g)));
                     ih = dpbusd16(ih, (wt[g] >> @splat(4)) & low4, @splat(group4(ab, 64 * c + 32 + 4 * g)));
                 }
-                const pair = il *% @as(I32x16, @bitCast(sm_lo[0])) +% ih *% @as(I32x16, @bitCast(sm_hi[0]));
                 const b0: i32 = @as(i32, ab.bsums[4 * c]) + ab.bsums[4 * c + 1];
                 const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
-                const mins = @as(I32x16, @bitCast(sm_lo[1])) *% @as(I32x16, @splat(b0)) +% @as(I32x16, @bitCast(sm_hi[1])) *% @as(I32x16, @splat(b1));
                 if (gemm) {
+                    // The pair's integers in f32, exactly (`gemmPairF32`): no vpmulld
+                    // on the port the vpdpbusd need.
+                    const pair_f, const mins_f = gemmPairF32(il, ih, scf, b0, b1);
                     const da: F32x16 = @splat(ab.d);
-                    acc[t] = @mulAdd(F32x16, @floatFromInt(pair), d * da, acc[t]);
-                    acc_m[t] = @mulAdd(F32x16, @floatFromInt(mins), dmin * da, acc_m[t]);
+                    acc[t] = @mulAdd(F32x16, pair_f, d * da, acc[t]);
+                    acc_m[t] = @mulAdd(F32x16, mins_f, dmin * da, acc_m[t]);
                 } else {
+                    const pair = il *% @as(I32x16, @bitCast(sm_lo[0])) +% ih *% @as(I32x16, @bitCast(sm_hi[0]));
+                    const mins = @as(I32x16, @bitCast(sm_lo[1])) *% @as(I32x16, @splat(b0)) +% @as(I32x16, @bitCast(sm_hi[1])) *% @as(I32x16, @splat(b1));
                     sum[t] +%= pair;
                     summ[t] +%= mins;
                 }
@@ -1276,6 +1281,19 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
     var out: [T][quant_k_wide_rows]f32 = undefined;
     inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
     return out;
+}
+
+/// f32(il·sc_lo + ih·sc_hi) and f32(m_lo·b0 + m_hi·b1) of `q4kWide`'s GEMM step, computed
+/// in f32 yet exact: every operand and partial result is an integer below 2^24
+/// (|il|, |ih| ≤ 32·15·128 = 61440 and scales/mins ≤ 63 give |pair| ≤ 7.75e6; |b0|, |b1|
+/// ≤ 32·128 give |mins| ≤ 5.2e5), so the product and the fma round nothing and the
+/// results equal @floatFromInt of the i32 sums.
+inline fn gemmPairF32(il: I32x16, ih: I32x16, scf: [4]F32x16, b0: i32, b1: i32) [2]F32x16 {
+    const pair = @mulAdd(F32x16, @floatFromInt(ih), scf[1], @as(F32x16, @floatFromInt(il)) * scf[0]);
+    const b0f: F32x16 = @splat(@floatFromInt(b0));
+    const b1f: F32x16 = @splat(@floatFromInt(b1));
+    const mins = @mulAdd(F32x16, scf[3], b1f, scf[2] * b0f);
+    return .{ pair, mins };
 }
 
 /// The 8 scales and 8 mins of a Q4_K/Q5_K block (ggml's kmask unpacking).
