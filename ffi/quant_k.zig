@@ -816,6 +816,85 @@ inline fn tileDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
     return out;
 }
 
+/// `blockDot`'s integers of one (row, token) for `tileDotTiledFold`: 16 lanes whose sum is
+/// `TiledAcc`'s s_int (Σ lanes − Σ sub << shift, exact in i32), and the two scales.
+fn TiledCollect(comptime shift: u5) type {
+    return struct {
+        v: I32x16 = undefined,
+
+        inline fn addTiled(self: *@This(), lanes: I32x16, sub: I32x8, d_w: f32, d_a: f32) void {
+            _ = d_w;
+            _ = d_a;
+            self.v = lanes -% concat(i32, 8, sub << @splat(shift), @as(I32x8, @splat(0)));
+        }
+    };
+}
+
+/// `tileDotAcc` in the `TiledAcc(shift)` order for R·N a multiple of 16, with the float
+/// steps in vectors: per super-block the R·N vectors of 16 i32 lanes (pair p = t·R + r)
+/// are summed by 4 levels of even/odd shuffles and adds (integers: exact, any order),
+/// which leaves lane k of vector f holding s_int of pair 16f + k; then
+/// sum = fma(f32(s_int)·d_w, d_a, sum) lane by lane, `TiledAcc.addTiled`'s scalar steps,
+/// so out[t][r] is bit-identical to the one-row tiled call.
+inline fn tileDotTiledFold(comptime T: type, comptime shift: u5, comptime path: Path, comptime R: usize, comptime N: usize, w_rows: [R][]align(1) const T.Block, a_rows: [N][]align(1) const Q8_K.Block) [N][R]f32 {
+    @setEvalBranchQuota(100_000);
+    const P = R * N;
+    const F = P / 16;
+    comptime std.debug.assert(P % 16 == 0);
+    const n = a_rows[0].len;
+    inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
+    inline for (0..N) |t| std.debug.assert(a_rows[t].len == n);
+    const masks = comptime blk: {
+        var even: [16]i32 = undefined;
+        var odd: [16]i32 = undefined;
+        for (0..8) |k| {
+            const ki: i32 = @intCast(k);
+            even[k] = 2 * ki;
+            odd[k] = 2 * ki + 1;
+            even[8 + k] = -1 - 2 * ki;
+            odd[8 + k] = -2 - 2 * ki;
+        }
+        var row_of: [F][16]i32 = undefined;
+        var tok_of: [F][16]i32 = undefined;
+        for (0..F) |f| {
+            for (0..16) |k| {
+                row_of[f][k] = (16 * f + k) % R;
+                tok_of[f][k] = (16 * f + k) / R;
+            }
+        }
+        break :blk .{ .even = even, .odd = odd, .row_of = row_of, .tok_of = tok_of };
+    };
+    var sum: [F]F32x16 = @splat(@splat(0));
+    for (0..n) |j| {
+        var dots: [P]TiledCollect(shift) = @splat(.{});
+        var dw: @Vector(R, f32) = undefined;
+        var da: @Vector(N, f32) = undefined;
+        inline for (0..R) |r| {
+            dw[r] = f16f(w_rows[r][j].d);
+            inline for (0..N) |t| T.blockDot(path, &w_rows[r][j], &a_rows[t][j], &dots[t * R + r]);
+        }
+        inline for (0..N) |t| da[t] = a_rows[t][j].d;
+        var v: [P]I32x16 = undefined;
+        inline for (0..P) |p| v[p] = dots[p].v;
+        inline for (0..4) |level| {
+            inline for (0..P >> (level + 1)) |m| {
+                v[m] = @shuffle(i32, v[2 * m], v[2 * m + 1], masks.even) +% @shuffle(i32, v[2 * m], v[2 * m + 1], masks.odd);
+            }
+        }
+        inline for (0..F) |f| {
+            const d_w = @shuffle(f32, dw, undefined, masks.row_of[f]);
+            const d_a = @shuffle(f32, da, undefined, masks.tok_of[f]);
+            const r_f = @as(F32x16, @floatFromInt(v[f])) * d_w;
+            sum[f] = @mulAdd(F32x16, r_f, d_a, sum[f]);
+        }
+    }
+    var out: [N][R]f32 = undefined;
+    inline for (0..N) |t| {
+        inline for (0..R) |r| out[t][r] = sum[(t * R + r) / 16][(t * R + r) % 16];
+    }
+    return out;
+}
+
 /// Lane of element e (0..255) in chunkDot's i32 layout: 4 consecutive elements of each 64.
 inline fn laneOf(e: usize) usize {
     return (e % 64) / 4;
@@ -1458,6 +1537,7 @@ pub const Q6_K = struct {
     /// R rows × T tokens in the tiled order, bit-identical to `vecDotTiled` per (row,
     /// token) (see `tileDotAcc`): each weight block is decoded once per tile.
     pub fn vecDotTileTiled(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        if (comptime (R * T) % 16 == 0) return tileDotTiledFold(@This(), 5, default_path, R, T, w_rows, a_rows);
         return tileDotAcc(@This(), TiledAcc(5), default_path, R, T, w_rows, a_rows);
     }
 
