@@ -817,7 +817,7 @@ inline fn tileDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
 }
 
 /// `blockDot`'s integers of one (row, token) for `tileDotTiledFold`: 16 lanes whose sum is
-/// `TiledAcc`'s s_int (Σ lanes − Σ sub << shift, exact in i32), and the two scales.
+/// `TiledAcc`'s s_int (Σ lanes − Σ sub << shift, exact in i32); the scales are taken apart.
 fn TiledCollect(comptime shift: u5) type {
     return struct {
         v: I32x16 = undefined,
@@ -1275,6 +1275,7 @@ inline fn group4(a: *align(1) const Q8_K.Block, e: usize) i32 {
 /// out[t][r] is bit-identical to `vecDotRepacked` (or `vecDotRepackedGemm`) of row r, token t.
 fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
     @setEvalBranchQuota(1_000_000);
+    if (gemm and T >= 4) return q4kWideGemm(T, w_rows, a_rows);
     const n = a_rows[0].len;
     var acc: [T]F32x16 = @splat(@splat(0));
     var acc_m: [T]F32x16 = @splat(@splat(0));
@@ -1313,8 +1314,6 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
             };
             const sm_lo = scale.of(2 * c, s0, s1, s2);
             const sm_hi = scale.of(2 * c + 1, s0, s1, s2);
-            // Scale lo, scale hi, min lo, min hi of the 16 rows in f32 (GEMM order).
-            const scf: [4]F32x16 = if (gemm) .{ @floatFromInt(sm_lo[0]), @floatFromInt(sm_hi[0]), @floatFromInt(sm_lo[1]), @floatFromInt(sm_hi[1]) } else undefined;
             var q: [16]@Vector(8, u32) = undefined;
             if (T <= 2) {
                 // A GEMV streams 16 rows: fetch each one's block 4 ahead.
@@ -1332,18 +1331,15 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
                     il = dpbusd16(il, wt[g] & low4, @splat(group4(ab, 64 * c + 4 * g)));
                     ih = dpbusd16(ih, (wt[g] >> @splat(4)) & low4, @splat(group4(ab, 64 * c + 32 + 4 * g)));
                 }
+                const pair = il *% @as(I32x16, @bitCast(sm_lo[0])) +% ih *% @as(I32x16, @bitCast(sm_hi[0]));
                 const b0: i32 = @as(i32, ab.bsums[4 * c]) + ab.bsums[4 * c + 1];
                 const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
+                const mins = @as(I32x16, @bitCast(sm_lo[1])) *% @as(I32x16, @splat(b0)) +% @as(I32x16, @bitCast(sm_hi[1])) *% @as(I32x16, @splat(b1));
                 if (gemm) {
-                    // The pair's integers in f32, exactly (`gemmPairF32`): no vpmulld
-                    // on the port the vpdpbusd need.
-                    const pair_f, const mins_f = gemmPairF32(il, ih, scf, b0, b1);
                     const da: F32x16 = @splat(ab.d);
-                    acc[t] = @mulAdd(F32x16, pair_f, d * da, acc[t]);
-                    acc_m[t] = @mulAdd(F32x16, mins_f, dmin * da, acc_m[t]);
+                    acc[t] = @mulAdd(F32x16, @floatFromInt(pair), d * da, acc[t]);
+                    acc_m[t] = @mulAdd(F32x16, @floatFromInt(mins), dmin * da, acc_m[t]);
                 } else {
-                    const pair = il *% @as(I32x16, @bitCast(sm_lo[0])) +% ih *% @as(I32x16, @bitCast(sm_hi[0]));
-                    const mins = @as(I32x16, @bitCast(sm_lo[1])) *% @as(I32x16, @splat(b0)) +% @as(I32x16, @bitCast(sm_hi[1])) *% @as(I32x16, @splat(b1));
                     sum[t] +%= pair;
                     summ[t] +%= mins;
                 }
@@ -1360,6 +1356,85 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
     var out: [T][quant_k_wide_rows]f32 = undefined;
     inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
     return out;
+}
+
+/// `q4kWide` in the GEMM order (T of 4 or 8: prompt batches): out[t][r] is bit-identical
+/// to `vecDotRepackedGemm` of row r, token t. Per pair of sub-blocks the integer dots
+/// run in four independent vpdpbusd chains per token (exact: integer adds), and the
+/// scale and min products are in f32 (`gemmPairF32`).
+fn q4kWideGemm(comptime T: usize, w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
+    @setEvalBranchQuota(1_000_000);
+    const n = a_rows[0].len;
+    var acc: [T]F32x16 = @splat(@splat(0));
+    var acc_m: [T]F32x16 = @splat(@splat(0));
+    const low4: U32x16 = @splat(0x0F0F0F0F);
+    for (0..n) |j| {
+        // d|dmin and the 12 scale bytes of the 16 rows, one u32 group per vector.
+        var head: [4]U32x16 = undefined;
+        {
+            var h: [16]@Vector(4, u32) = undefined;
+            inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
+            var h8: [8]@Vector(8, u32) = undefined;
+            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+            inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
+            head = runPlan(4, 2, head_plan, head);
+        }
+        const dd = head[0];
+        const d: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd)))));
+        const dmin: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd >> @splat(16))))));
+        const s0 = head[1];
+        const s1 = head[2];
+        const s2 = head[3];
+        var dda: [T]F32x16 = undefined;
+        var dmda: [T]F32x16 = undefined;
+        inline for (0..T) |t| {
+            const da: F32x16 = @splat(a_rows[t][j].d);
+            dda[t] = d * da;
+            dmda[t] = dmin * da;
+        }
+        inline for (0..4) |c| {
+            // Sub-blocks 2c (low nibbles) and 2c+1 (high): scale lo, scale hi, min lo,
+            // min hi of the 16 rows, in f32.
+            const sm_lo = q4kWideScaleMin(2 * c, s0, s1, s2);
+            const sm_hi = q4kWideScaleMin(2 * c + 1, s0, s1, s2);
+            const scf: [4]F32x16 = .{ @floatFromInt(sm_lo[0]), @floatFromInt(sm_hi[0]), @floatFromInt(sm_lo[1]), @floatFromInt(sm_hi[1]) };
+            var q: [16]@Vector(8, u32) = undefined;
+            inline for (0..16) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w_rows[r][j].qs[32 * c ..][0..32])).*;
+            var x: [8]U32x16 = undefined;
+            inline for (0..8) |i| x[i] = std.simd.join(q[i], q[i + 8]);
+            const wt = runPlan(8, 3, chunk_plan, x);
+            inline for (0..T) |t| {
+                const ab = &a_rows[t][j];
+                // Four chains of 4 (even and odd groups): the vpdpbusd latency hides.
+                var il: [2]I32x16 = @splat(@splat(0));
+                var ih: [2]I32x16 = @splat(@splat(0));
+                inline for (0..8) |g| {
+                    il[g % 2] = dpbusd16(il[g % 2], wt[g] & low4, @splat(group4(ab, 64 * c + 4 * g)));
+                    ih[g % 2] = dpbusd16(ih[g % 2], (wt[g] >> @splat(4)) & low4, @splat(group4(ab, 64 * c + 32 + 4 * g)));
+                }
+                const b0: i32 = @as(i32, ab.bsums[4 * c]) + ab.bsums[4 * c + 1];
+                const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
+                const pair_f, const mins_f = gemmPairF32(il[0] +% il[1], ih[0] +% ih[1], scf, b0, b1);
+                acc[t] = @mulAdd(F32x16, pair_f, dda[t], acc[t]);
+                acc_m[t] = @mulAdd(F32x16, mins_f, dmda[t], acc_m[t]);
+            }
+        }
+    }
+    var out: [T][quant_k_wide_rows]f32 = undefined;
+    inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
+    return out;
+}
+
+/// Scale and min (6 bits each) of sub-block jj of 16 Q4_K rows from their transposed
+/// 12 scale bytes (q0, q1, q2: bytes 0-3, 4-7, 8-11), ggml's kmask unpacking lane-wise.
+inline fn q4kWideScaleMin(comptime jj: usize, q0: U32x16, q1: U32x16, q2: U32x16) [2]U32x16 {
+    const sh: U32x16 = @splat(8 * (jj % 4));
+    if (jj < 4) return .{ (q0 >> sh) & @as(U32x16, @splat(63)), (q1 >> sh) & @as(U32x16, @splat(63)) };
+    const lo4: U32x16 = @splat(0xF);
+    const top: U32x16 = @splat(3);
+    const sc = ((q2 >> sh) & lo4) | (((q0 >> (sh + @as(U32x16, @splat(6)))) & top) << @splat(4));
+    const m = ((q2 >> (sh + @as(U32x16, @splat(4)))) & lo4) | (((q1 >> (sh + @as(U32x16, @splat(6)))) & top) << @splat(4));
+    return .{ sc, m };
 }
 
 /// f32(il·sc_lo + ih·sc_hi) and f32(m_lo·b0 + m_hi·b1) of `q4kWide`'s GEMM step, computed
