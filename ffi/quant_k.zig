@@ -816,6 +816,85 @@ inline fn tileDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
     return out;
 }
 
+/// `blockDot`'s integers of one (row, token) for `tileDotTiledFold`: 16 lanes whose sum is
+/// `TiledAcc`'s s_int (Σ lanes − Σ sub << shift, exact in i32); the scales are taken apart.
+fn TiledCollect(comptime shift: u5) type {
+    return struct {
+        v: I32x16 = undefined,
+
+        inline fn addTiled(self: *@This(), lanes: I32x16, sub: I32x8, d_w: f32, d_a: f32) void {
+            _ = d_w;
+            _ = d_a;
+            self.v = lanes -% concat(i32, 8, sub << @splat(shift), @as(I32x8, @splat(0)));
+        }
+    };
+}
+
+/// `tileDotAcc` in the `TiledAcc(shift)` order for R·N a multiple of 16, with the float
+/// steps in vectors: per super-block the R·N vectors of 16 i32 lanes (pair p = t·R + r)
+/// are summed by 4 levels of even/odd shuffles and adds (integers: exact, any order),
+/// which leaves lane k of vector f holding s_int of pair 16f + k; then
+/// sum = fma(f32(s_int)·d_w, d_a, sum) lane by lane, `TiledAcc.addTiled`'s scalar steps,
+/// so out[t][r] is bit-identical to the one-row tiled call.
+inline fn tileDotTiledFold(comptime T: type, comptime shift: u5, comptime path: Path, comptime R: usize, comptime N: usize, w_rows: [R][]align(1) const T.Block, a_rows: [N][]align(1) const Q8_K.Block) [N][R]f32 {
+    @setEvalBranchQuota(100_000);
+    const P = R * N;
+    const F = P / 16;
+    comptime std.debug.assert(P % 16 == 0);
+    const n = a_rows[0].len;
+    inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
+    inline for (0..N) |t| std.debug.assert(a_rows[t].len == n);
+    const masks = comptime blk: {
+        var even: [16]i32 = undefined;
+        var odd: [16]i32 = undefined;
+        for (0..8) |k| {
+            const ki: i32 = @intCast(k);
+            even[k] = 2 * ki;
+            odd[k] = 2 * ki + 1;
+            even[8 + k] = -1 - 2 * ki;
+            odd[8 + k] = -2 - 2 * ki;
+        }
+        var row_of: [F][16]i32 = undefined;
+        var tok_of: [F][16]i32 = undefined;
+        for (0..F) |f| {
+            for (0..16) |k| {
+                row_of[f][k] = (16 * f + k) % R;
+                tok_of[f][k] = (16 * f + k) / R;
+            }
+        }
+        break :blk .{ .even = even, .odd = odd, .row_of = row_of, .tok_of = tok_of };
+    };
+    var sum: [F]F32x16 = @splat(@splat(0));
+    for (0..n) |j| {
+        var dots: [P]TiledCollect(shift) = @splat(.{});
+        var dw: @Vector(R, f32) = undefined;
+        var da: @Vector(N, f32) = undefined;
+        inline for (0..R) |r| {
+            dw[r] = f16f(w_rows[r][j].d);
+            inline for (0..N) |t| T.blockDot(path, &w_rows[r][j], &a_rows[t][j], &dots[t * R + r]);
+        }
+        inline for (0..N) |t| da[t] = a_rows[t][j].d;
+        var v: [P]I32x16 = undefined;
+        inline for (0..P) |p| v[p] = dots[p].v;
+        inline for (0..4) |level| {
+            inline for (0..P >> (level + 1)) |m| {
+                v[m] = @shuffle(i32, v[2 * m], v[2 * m + 1], masks.even) +% @shuffle(i32, v[2 * m], v[2 * m + 1], masks.odd);
+            }
+        }
+        inline for (0..F) |f| {
+            const d_w = @shuffle(f32, dw, undefined, masks.row_of[f]);
+            const d_a = @shuffle(f32, da, undefined, masks.tok_of[f]);
+            const r_f = @as(F32x16, @floatFromInt(v[f])) * d_w;
+            sum[f] = @mulAdd(F32x16, r_f, d_a, sum[f]);
+        }
+    }
+    var out: [N][R]f32 = undefined;
+    inline for (0..N) |t| {
+        inline for (0..R) |r| out[t][r] = sum[(t * R + r) / 16][(t * R + r) % 16];
+    }
+    return out;
+}
+
 /// Lane of element e (0..255) in chunkDot's i32 layout: 4 consecutive elements of each 64.
 inline fn laneOf(e: usize) usize {
     return (e % 64) / 4;
@@ -1196,6 +1275,7 @@ inline fn group4(a: *align(1) const Q8_K.Block, e: usize) i32 {
 /// out[t][r] is bit-identical to `vecDotRepacked` (or `vecDotRepackedGemm`) of row r, token t.
 fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
     @setEvalBranchQuota(1_000_000);
+    if (gemm and T >= 4) return q4kWideGemm(T, w_rows, a_rows);
     const n = a_rows[0].len;
     var acc: [T]F32x16 = @splat(@splat(0));
     var acc_m: [T]F32x16 = @splat(@splat(0));
@@ -1276,6 +1356,98 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
     var out: [T][quant_k_wide_rows]f32 = undefined;
     inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
     return out;
+}
+
+/// `q4kWide` in the GEMM order (T of 4 or 8: prompt batches): out[t][r] is bit-identical
+/// to `vecDotRepackedGemm` of row r, token t. Per pair of sub-blocks the integer dots
+/// run in four independent vpdpbusd chains per token (exact: integer adds), and the
+/// scale and min products are in f32 (`gemmPairF32`).
+fn q4kWideGemm(comptime T: usize, w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
+    @setEvalBranchQuota(1_000_000);
+    const n = a_rows[0].len;
+    var acc: [T]F32x16 = @splat(@splat(0));
+    var acc_m: [T]F32x16 = @splat(@splat(0));
+    const low4: U32x16 = @splat(0x0F0F0F0F);
+    for (0..n) |j| {
+        // d|dmin and the 12 scale bytes of the 16 rows, one u32 group per vector.
+        var head: [4]U32x16 = undefined;
+        {
+            var h: [16]@Vector(4, u32) = undefined;
+            inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
+            var h8: [8]@Vector(8, u32) = undefined;
+            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+            inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
+            head = runPlan(4, 2, head_plan, head);
+        }
+        const dd = head[0];
+        const d: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd)))));
+        const dmin: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd >> @splat(16))))));
+        const s0 = head[1];
+        const s1 = head[2];
+        const s2 = head[3];
+        var dda: [T]F32x16 = undefined;
+        var dmda: [T]F32x16 = undefined;
+        inline for (0..T) |t| {
+            const da: F32x16 = @splat(a_rows[t][j].d);
+            dda[t] = d * da;
+            dmda[t] = dmin * da;
+        }
+        inline for (0..4) |c| {
+            // Sub-blocks 2c (low nibbles) and 2c+1 (high): scale lo, scale hi, min lo,
+            // min hi of the 16 rows, in f32.
+            const sm_lo = q4kWideScaleMin(2 * c, s0, s1, s2);
+            const sm_hi = q4kWideScaleMin(2 * c + 1, s0, s1, s2);
+            const scf: [4]F32x16 = .{ @floatFromInt(sm_lo[0]), @floatFromInt(sm_hi[0]), @floatFromInt(sm_lo[1]), @floatFromInt(sm_hi[1]) };
+            var q: [16]@Vector(8, u32) = undefined;
+            inline for (0..16) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w_rows[r][j].qs[32 * c ..][0..32])).*;
+            var x: [8]U32x16 = undefined;
+            inline for (0..8) |i| x[i] = std.simd.join(q[i], q[i + 8]);
+            const wt = runPlan(8, 3, chunk_plan, x);
+            inline for (0..T) |t| {
+                const ab = &a_rows[t][j];
+                // Four chains of 4 (even and odd groups): the vpdpbusd latency hides.
+                var il: [2]I32x16 = @splat(@splat(0));
+                var ih: [2]I32x16 = @splat(@splat(0));
+                inline for (0..8) |g| {
+                    il[g % 2] = dpbusd16(il[g % 2], wt[g] & low4, @splat(group4(ab, 64 * c + 4 * g)));
+                    ih[g % 2] = dpbusd16(ih[g % 2], (wt[g] >> @splat(4)) & low4, @splat(group4(ab, 64 * c + 32 + 4 * g)));
+                }
+                const b0: i32 = @as(i32, ab.bsums[4 * c]) + ab.bsums[4 * c + 1];
+                const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
+                const pair_f, const mins_f = gemmPairF32(il[0] +% il[1], ih[0] +% ih[1], scf, b0, b1);
+                acc[t] = @mulAdd(F32x16, pair_f, dda[t], acc[t]);
+                acc_m[t] = @mulAdd(F32x16, mins_f, dmda[t], acc_m[t]);
+            }
+        }
+    }
+    var out: [T][quant_k_wide_rows]f32 = undefined;
+    inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
+    return out;
+}
+
+/// Scale and min (6 bits each) of sub-block jj of 16 Q4_K rows from their transposed
+/// 12 scale bytes (q0, q1, q2: bytes 0-3, 4-7, 8-11), ggml's kmask unpacking lane-wise.
+inline fn q4kWideScaleMin(comptime jj: usize, q0: U32x16, q1: U32x16, q2: U32x16) [2]U32x16 {
+    const sh: U32x16 = @splat(8 * (jj % 4));
+    if (jj < 4) return .{ (q0 >> sh) & @as(U32x16, @splat(63)), (q1 >> sh) & @as(U32x16, @splat(63)) };
+    const lo4: U32x16 = @splat(0xF);
+    const top: U32x16 = @splat(3);
+    const sc = ((q2 >> sh) & lo4) | (((q0 >> (sh + @as(U32x16, @splat(6)))) & top) << @splat(4));
+    const m = ((q2 >> (sh + @as(U32x16, @splat(4)))) & lo4) | (((q1 >> (sh + @as(U32x16, @splat(6)))) & top) << @splat(4));
+    return .{ sc, m };
+}
+
+/// f32(il·sc_lo + ih·sc_hi) and f32(m_lo·b0 + m_hi·b1) of `q4kWide`'s GEMM step, computed
+/// in f32 yet exact: every operand and partial result is an integer below 2^24
+/// (|il|, |ih| ≤ 32·15·128 = 61440 and scales/mins ≤ 63 give |pair| ≤ 7.75e6; |b0|, |b1|
+/// ≤ 32·128 give |mins| ≤ 5.2e5), so the product and the fma round nothing and the
+/// results equal @floatFromInt of the i32 sums.
+inline fn gemmPairF32(il: I32x16, ih: I32x16, scf: [4]F32x16, b0: i32, b1: i32) [2]F32x16 {
+    const pair = @mulAdd(F32x16, @floatFromInt(ih), scf[1], @as(F32x16, @floatFromInt(il)) * scf[0]);
+    const b0f: F32x16 = @splat(@floatFromInt(b0));
+    const b1f: F32x16 = @splat(@floatFromInt(b1));
+    const mins = @mulAdd(F32x16, scf[3], b1f, scf[2] * b0f);
+    return .{ pair, mins };
 }
 
 /// The 8 scales and 8 mins of a Q4_K/Q5_K block (ggml's kmask unpacking).
@@ -1440,6 +1612,7 @@ pub const Q6_K = struct {
     /// R rows × T tokens in the tiled order, bit-identical to `vecDotTiled` per (row,
     /// token) (see `tileDotAcc`): each weight block is decoded once per tile.
     pub fn vecDotTileTiled(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        if (comptime (R * T) % 16 == 0) return tileDotTiledFold(@This(), 5, default_path, R, T, w_rows, a_rows);
         return tileDotAcc(@This(), TiledAcc(5), default_path, R, T, w_rows, a_rows);
     }
 

@@ -680,6 +680,7 @@ fn Legacy(comptime kind: Kind) type {
         pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w_rows: [16][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][16]f32 {
             comptime std.debug.assert(kind == .q4_0 and has_vnni_path);
             _ = gemm;
+            if (T == 4 or T == 8) return wideTileQ4_0(T, w_rows, a_rows);
             const n = a_rows[0].len;
             inline for (0..16) |r| std.debug.assert(w_rows[r].len == n);
             inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
@@ -718,6 +719,78 @@ fn Legacy(comptime kind: Kind) type {
             var out: [T][16]f32 = undefined;
             inline for (0..T) |t| out[t] = acc[t];
             return out;
+        }
+
+        /// `vecDotWideRepacked` for prompt batches (T of 4 or 8), the same steps per
+        /// element (bit-identical), but the T activation sums Σa of a block come from
+        /// T/2 vpdpbusd against ones and a tree of even/odd shuffles and adds (integers:
+        /// exact) instead of one horizontal reduction per token.
+        fn wideTileQ4_0(comptime T: usize, w_rows: [16][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][16]f32 {
+            comptime std.debug.assert(T == 4 or T == 8);
+            const n = a_rows[0].len;
+            inline for (0..16) |r| std.debug.assert(w_rows[r].len == n);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            const fold = comptime blk: {
+                var even: [16]i32 = undefined;
+                var odd: [16]i32 = undefined;
+                for (0..8) |k| {
+                    const ki: i32 = @intCast(k);
+                    even[k] = 2 * ki;
+                    odd[k] = 2 * ki + 1;
+                    even[8 + k] = -1 - 2 * ki;
+                    odd[8 + k] = -2 - 2 * ki;
+                }
+                break :blk .{ .even = even, .odd = odd };
+            };
+            var acc: [T]F32x16 = @splat(@splat(0));
+            const low4: wide.U32x16 = @splat(0x0F0F0F0F);
+            const ones: wide.U32x16 = @splat(0x01010101);
+            for (0..n) |b| {
+                var h: [16]@Vector(4, u32) = undefined;
+                var dv: @Vector(16, f16) = undefined;
+                inline for (0..16) |r| {
+                    const blk = &w_rows[r][b];
+                    h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
+                    dv[r] = blk.d;
+                }
+                var h8: [8]@Vector(8, u32) = undefined;
+                inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+                var g: [4]wide.U32x16 = undefined;
+                inline for (0..4) |i| g[i] = std.simd.join(h8[i], h8[i + 4]);
+                g = wide.runPlan(4, 2, wide.head_plan, g);
+                const dw: F32x16 = dv;
+                // Σa of token t: lanes 8·(t % 2).. of v[t / 2] hold its 8 group sums;
+                // each fold level halves the lanes per token, token order kept, so in
+                // the end lane t holds token t's sum.
+                var v: [T / 2]I32x16 = undefined;
+                inline for (0..T / 2) |i| {
+                    const q0: @Vector(8, u32) = @bitCast(a_rows[2 * i][b].qs);
+                    const q1: @Vector(8, u32) = @bitCast(a_rows[2 * i + 1][b].qs);
+                    v[i] = wide.dpbusd16(@splat(0), ones, @bitCast(std.simd.join(q0, q1)));
+                }
+                comptime var count = T / 2;
+                inline while (count > 1) : (count /= 2) {
+                    inline for (0..count / 2) |m| v[m] = @shuffle(i32, v[2 * m], v[2 * m + 1], fold.even) +% @shuffle(i32, v[2 * m], v[2 * m + 1], fold.odd);
+                }
+                // One vector of T tokens × 16/T lanes: fold it into itself.
+                comptime var lanes_per_token = 16 / T;
+                var sums = v[0];
+                inline while (lanes_per_token > 1) : (lanes_per_token /= 2) sums = @shuffle(i32, sums, sums, fold.even) +% @shuffle(i32, sums, sums, fold.odd);
+                const asum8 = sums << @splat(3);
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    var lo: I32x16 = @splat(0);
+                    var hi: I32x16 = @splat(0);
+                    inline for (0..4) |k| {
+                        lo = wide.dpbusd16(lo, g[k] & low4, @splat(actGroup(ab, 4 * k)));
+                        hi = wide.dpbusd16(hi, (g[k] >> @splat(4)) & low4, @splat(actGroup(ab, 16 + 4 * k)));
+                    }
+                    const sumi = (lo +% hi) -% @as(I32x16, @splat(asum8[t]));
+                    const da: F32x16 = @splat(@as(f32, ab.d));
+                    acc[t] = @mulAdd(F32x16, @floatFromInt(sumi), dw * da, acc[t]);
+                }
+            }
+            return acc;
         }
 
         inline fn actGroup(ab: *align(1) const Act.Block, e: usize) i32 {
