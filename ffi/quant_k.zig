@@ -978,6 +978,7 @@ pub const Q4_K = struct {
     /// 16 rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order, element
     /// [t][r] bit-identical to the one-row call (see `q4kWide`).
     pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][quant_k_wide_rows]f32 {
+        if (T == 1 and !gemm) return .{q4kWideGemv(w_rows, a_rows[0])};
         return q4kWide(T, gemm, w_rows, a_rows);
     }
 
@@ -1301,6 +1302,104 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
     var out: [T][quant_k_wide_rows]f32 = undefined;
     inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
     return out;
+}
+
+/// Byte k of each u32 lane, zero-extended.
+inline fn byteLane(v: U32x16, comptime k: u5) U32x16 {
+    return (v >> @splat(8 * k)) & @as(U32x16, @splat(0xFF));
+}
+
+/// Bytes k and k+1 of each u32 lane as the lane's two i16 halves (zero-extended).
+inline fn bytePairLane(v: U32x16, comptime k: u5) I16x32 {
+    const pair = (v >> @splat(8 * k)) & @as(U32x16, @splat(0xFFFF));
+    return @bitCast((pair & @as(U32x16, @splat(0xFF))) | ((pair & @as(U32x16, @splat(0xFF00))) << @splat(8)));
+}
+
+inline fn dpwssd16(acc: I32x16, a: I16x32, b: I16x32) I32x16 {
+    return asm ("vpdpwssd %[b], %[a], %[acc]"
+        : [acc] "=v" (-> I32x16),
+        : [_] "0" (acc),
+          [a] "v" (a),
+          [b] "v" (b),
+    );
+}
+
+/// `q4kWide` for one token in the repacked GEMV order (the decode step), with fewer
+/// vector operations per block, every one exact in i32 so the per-block integers, and
+/// then the float steps, are `q4kWide`'s (element r bit-identical to `vecDotRepacked`):
+/// - the high nibbles are masked in place (16·h) and their dot shifted right by 4 once
+///   per 64 elements (exact: a multiple of 16), instead of a shift per 4-byte group;
+/// - the 8 scales and 8 mins of the 16 rows are unpacked bytewise from the transposed
+///   12 scale bytes (ggml's kmask rules per byte), 4 per lane at once;
+/// - Σ min·bsum runs as 4 `vpdpwssd` of (min pair) × (bsum pair) per block.
+fn q4kWideGemv(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a: []align(1) const Q8_K.Block) [quant_k_wide_rows]f32 {
+    @setEvalBranchQuota(1_000_000);
+    const n = a.len;
+    inline for (0..quant_k_wide_rows) |r| std.debug.assert(w_rows[r].len == n);
+    var acc: F32x16 = @splat(0);
+    var acc_m: F32x16 = @splat(0);
+    const low4: U32x16 = @splat(0x0F0F0F0F);
+    const high4: U32x16 = @splat(0xF0F0F0F0);
+    const chunk_bytes = quant_k_wide_rows * @sizeOf(Q4_K.Block) / 4;
+    const group_bytes = quant_k_wide_rows * n * @sizeOf(Q4_K.Block);
+    for (0..n) |j| {
+        var head: [4]U32x16 = undefined;
+        {
+            var h: [16]@Vector(4, u32) = undefined;
+            inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
+            var h8: [8]@Vector(8, u32) = undefined;
+            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+            inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
+            head = runPlan(4, 2, head_plan, head);
+        }
+        const dd = head[0];
+        const d: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd)))));
+        const dmin: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd >> @splat(16))))));
+        // Scale bytes q[0..12] of each row as 3 lanes; per byte k of a lane (ggml's
+        // get_scale_min_k4): sub-blocks 0-3 scale q[k] & 63, min q[k+4] & 63;
+        // sub-blocks 4-7 scale (q[k+8] & 15) | (q[k] >> 6) << 4, min (q[k+8] >> 4) | (q[k+4] >> 6) << 4.
+        const q0 = head[1];
+        const q1 = head[2];
+        const q2 = head[3];
+        const six: U32x16 = @splat(0x3F3F3F3F);
+        const top2: U32x16 = @splat(0x30303030);
+        const sc_a = q0 & six;
+        const m_a = q1 & six;
+        const sc_b = (q2 & low4) | ((q0 >> @splat(2)) & top2);
+        const m_b = ((q2 >> @splat(4)) & low4) | ((q1 >> @splat(2)) & top2);
+        const ab = &a[j];
+        // Σ_sub-block min·(bsums pair): (min 2k, min 2k+1) · (pair sum 2k, pair sum 2k+1).
+        var summ: I32x16 = @splat(0);
+        inline for (0..4) |k| {
+            const b0: i32 = @as(i32, ab.bsums[4 * k]) + ab.bsums[4 * k + 1];
+            const b1: i32 = @as(i32, ab.bsums[4 * k + 2]) + ab.bsums[4 * k + 3];
+            const bpair: u32 = @as(u32, @as(u16, @bitCast(@as(i16, @intCast(b0))))) | @as(u32, @as(u16, @bitCast(@as(i16, @intCast(b1))))) << 16;
+            const mins = if (k < 2) bytePairLane(m_a, 2 * k) else bytePairLane(m_b, 2 * (k - 2));
+            summ = dpwssd16(summ, mins, @bitCast(@as(U32x16, @splat(bpair))));
+        }
+        var sum: I32x16 = @splat(0);
+        inline for (0..4) |c| {
+            prefetchAhead(@ptrCast(w_rows[0].ptr), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
+            var q: [16]@Vector(8, u32) = undefined;
+            inline for (0..16) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w_rows[r][j].qs[32 * c ..][0..32])).*;
+            var x: [8]U32x16 = undefined;
+            inline for (0..8) |i| x[i] = std.simd.join(q[i], q[i + 8]);
+            const wt = runPlan(8, 3, chunk_plan, x);
+            var il: I32x16 = @splat(0);
+            var ih16: I32x16 = @splat(0);
+            inline for (0..8) |g| {
+                il = dpbusd16(il, wt[g] & low4, @splat(group4(ab, 64 * c + 4 * g)));
+                ih16 = dpbusd16(ih16, wt[g] & high4, @splat(group4(ab, 64 * c + 32 + 4 * g)));
+            }
+            const sc_lo = if (2 * c < 4) byteLane(sc_a, 2 * c) else byteLane(sc_b, 2 * c - 4);
+            const sc_hi = if (2 * c + 1 < 4) byteLane(sc_a, 2 * c + 1) else byteLane(sc_b, 2 * c + 1 - 4);
+            sum +%= il *% @as(I32x16, @bitCast(sc_lo)) +% (ih16 >> @splat(4)) *% @as(I32x16, @bitCast(sc_hi));
+        }
+        const da: F32x16 = @splat(ab.d);
+        acc = @mulAdd(F32x16, @floatFromInt(sum), d * da, acc);
+        acc_m = @mulAdd(F32x16, @floatFromInt(summ), dmin * da, acc_m);
+    }
+    return acc - acc_m;
 }
 
 /// The 8 scales and 8 mins of a Q4_K/Q5_K block (ggml's kmask unpacking).
