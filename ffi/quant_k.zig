@@ -782,8 +782,9 @@ pub const tiled_min_tokens = 8;
 /// column: R short streams the hardware prefetcher starts late on every row (a
 /// 2048-column Q4_K row is 1152 bytes). Prefetching the span linearly, at the rate the
 /// kernel consumes it, keeps one stream in flight instead; measured on the 2-core
-/// AVX-512 host (1 thread, interleaved with a plain read): Q4_K 8192×2048 GEMV 71% → 94%
-/// of the read bandwidth; 18-55 KiB ahead were alike, 4-12 KiB less.
+/// AVX-512 host (1 thread, interleaved with a plain read, best of rounds): Q4_K 8192×2048
+/// GEMV 65-71% → 85-94% of the read bandwidth, Q6_K 32064×2048 (a vocabulary matrix)
+/// 64-66% → 97%; 18-55 KiB ahead were alike, 4-12 KiB less.
 pub const gemv_prefetch_ahead_bytes: usize = 32 * 1024;
 
 /// Prefetch (into L2) the `step_bytes` at byte `offset_bytes` of a kernel's walk over the
@@ -807,7 +808,8 @@ inline fn rowsDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
     inline for (0..R) |r| std.debug.assert(w_rows[r].len == a.len);
     const step_bytes = R * @sizeOf(T.Block);
     for (a, 0..) |*ab, j| {
-        prefetchAhead(@ptrCast(w_rows[0].ptr), step_bytes * a.len, j * step_bytes, step_bytes);
+        // The tiled order serves prompt batches (each row group once per token): no GEMV prefetch.
+        if (comptime !@hasDecl(Acc, "addTiled")) prefetchAhead(@ptrCast(w_rows[0].ptr), step_bytes * a.len, j * step_bytes, step_bytes);
         inline for (0..R) |r| T.blockDot(path, &w_rows[r][j], ab, &dots[r]);
     }
     var out: [R]f32 = undefined;
