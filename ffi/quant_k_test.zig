@@ -202,6 +202,49 @@ test "Q4_K in llama.cpp's repacked GEMV and GEMM orders (q4_K_8x8_q8_K): one row
     }
 }
 
+test "Q4_K 1-token repacked GEMV on extreme blocks: the wide 16-row kernel (AVX-512 VNNI builds) or the one-row kernel (others) equals the scalar reference per row bit for bit" {
+    const T = qk.Q4_K;
+    var prng = std.Random.DefaultPrng.init(17);
+    const rng = prng.random();
+    const nb = 3;
+    var w: [16][nb]T.Block = undefined;
+    var a: [nb]qk.Q8_K.Block = undefined;
+    for (0..40) |round| {
+        for (&w) |*row| randomBlocks(T, rng, row);
+        for (&a) |*ab| {
+            ab.d = rng.float(f32) * 0.01 + 1e-4;
+            for (&ab.qs) |*q| q.* = rng.int(i8);
+        }
+        if (round % 4 == 0) {
+            // Largest magnitudes: every nibble 15, every 6-bit scale and min 63, activations
+            // all −128 (then +127): the i32 block sums at their extremes.
+            for (&w) |*row| {
+                for (row) |*b| {
+                    b.qs = @splat(0xFF);
+                    b.scales = @splat(0xFF);
+                }
+            }
+            for (&a) |*ab| ab.qs = @splat(if (round % 8 == 0) -128 else 127);
+        }
+        for (&a) |*ab| {
+            for (0..16) |k| {
+                var bsum: i16 = 0;
+                for (ab.qs[16 * k ..][0..16]) |q| bsum += q;
+                ab.bsums[k] = bsum;
+            }
+        }
+        var got: [16]f32 = undefined;
+        if (T.wide_rows == 0) {
+            for (0..16) |r| got[r] = T.vecDotRepacked(&w[r], &a);
+        } else {
+            var rows: [16][]align(1) const T.Block = undefined;
+            for (0..16) |r| rows[r] = &w[r];
+            got = T.vecDotWideRepacked(1, false, rows, .{&a})[0];
+        }
+        for (0..16) |r| try testing.expectEqual(@as(u32, @bitCast(T.vecDotRepackedRef(&w[r], &a))), @as(u32, @bitCast(got[r])));
+    }
+}
+
 test "Q6_K in llama.cpp's tiled matmul order (8+ token batches): one row and 4-row tiles equal the scalar reference bit for bit" {
     const T = qk.Q6_K;
     var prng = std.Random.DefaultPrng.init(9);

@@ -689,9 +689,11 @@ fn Legacy(comptime kind: Kind) type {
             for (0..n) |b| {
                 var h: [16]@Vector(4, u32) = undefined;
                 var dv: @Vector(16, f16) = undefined;
+                // A GEMV streams the group's 16 rows: fetch the bytes a block column
+                // consumes, linearly ahead in the matrix (see `wide.prefetchAhead`).
+                if (T <= 2) wide.prefetchAhead(@ptrCast(w_rows[0].ptr), 16 * n * @sizeOf(Block), b * 16 * @sizeOf(Block), 16 * @sizeOf(Block));
                 inline for (0..16) |r| {
                     const blk = &w_rows[r][b];
-                    if (T <= 2) @prefetch(@as([*]const u8, @ptrCast(blk)) + 8 * @sizeOf(Block), .{ .locality = 2 });
                     h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
                     dv[r] = blk.d;
                 }
