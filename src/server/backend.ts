@@ -81,20 +81,41 @@ export interface Backend {
 }
 
 /**
- * Yields to the event loop (messages, timers, I/O) between scheduler steps
- * through a message port: a chain of `setTimeout(0)` is clamped to 4 ms per
- * turn (HTML timer nesting; 4-7 ms measured under Deno), longer than a small
- * model's decode step.
+ * Yields to the event loop between scheduler steps. A turn is normally a
+ * message through a port: a chain of `setTimeout(0)` is clamped to 4 ms per
+ * turn (HTML timer nesting; 2-7 ms measured under Deno), longer than a small
+ * model's decode step. But a port turn lets only that port's message in:
+ * while it runs, Deno delivers neither a Worker's incoming messages nor new
+ * HTTP connections (measured: a message posted to a stepping Worker arrived
+ * 1.2-2.3 s later, after its generation ended, so a request sent while
+ * another generated waited for it instead of joining its batch). So a turn is
+ * a full `setTimeout` turn when something waits:
+ * - with an `inbox` (the model Worker): a shared counter of messages posted to
+ *   this thread and not yet received; full turns until it is 0 (at most
+ *   {@linkcode inbox_turns_max}: a counter gone wrong costs time, not a hang);
+ * - without one (the model on the HTTP thread): at least one full turn every
+ *   {@linkcode full_turn_interval_ms}, so connections are accepted.
  */
 class Turns {
   readonly #channel = new MessageChannel();
+  readonly #inbox?: Int32Array;
   #resolve?: () => void;
+  #lastFullTurn = performance.now();
 
-  constructor() {
+  constructor(inbox?: Int32Array) {
+    this.#inbox = inbox;
     this.#channel.port1.onmessage = () => this.#resolve?.();
   }
 
-  next(): Promise<void> {
+  async next(): Promise<void> {
+    const inbox = this.#inbox;
+    if (inbox !== undefined) {
+      for (let i = 0; i < inbox_turns_max && Atomics.load(inbox, 0) > 0; i++) await nextTurn();
+    } else if (performance.now() - this.#lastFullTurn >= full_turn_interval_ms) {
+      await nextTurn();
+      this.#lastFullTurn = performance.now();
+      return;
+    }
     return new Promise((resolve) => {
       this.#resolve = resolve;
       this.#channel.port2.postMessage(0);
@@ -107,6 +128,12 @@ class Turns {
   }
 }
 
+/** Most full turns one step waits for its inbox to empty: about 20-70 ms. */
+const inbox_turns_max = 10;
+
+/** Longest run of port turns without a full turn, on the HTTP thread (its accept latency). */
+const full_turn_interval_ms = 20;
+
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
@@ -118,6 +145,7 @@ export class LocalBackend implements Backend {
   readonly #engine: Engine;
   readonly #tokenizer: BackendTokenizer;
   readonly #render: ChatRenderer;
+  readonly #inbox?: Int32Array;
   #running = false;
   #closed = false;
 
@@ -127,8 +155,10 @@ export class LocalBackend implements Backend {
     tokenizer: BackendTokenizer,
     render: ChatRenderer,
     options: SchedulerOptions = {},
+    inbox?: Int32Array,
   ) {
     this.info = info;
+    this.#inbox = inbox;
     this.#engine = engine;
     this.#tokenizer = tokenizer;
     this.#render = render;
@@ -175,7 +205,7 @@ export class LocalBackend implements Backend {
   async #run(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
-    const turns = new Turns(); // closed when idle: an open port would keep the process alive
+    const turns = new Turns(this.#inbox); // closed when idle: an open port would keep the process alive
     try {
       while (this.scheduler.busy) {
         await turns.next();

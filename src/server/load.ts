@@ -22,6 +22,12 @@ export interface LoadOptions {
   threads: number;
   /** Most tokens per scheduler step; default 256. */
   stepTokens?: number;
+  /**
+   * In the model Worker: a counter (on a SharedArrayBuffer) of messages
+   * posted to it and not yet received, which the step loop waits on between
+   * steps (see `LocalBackend`).
+   */
+  inbox?: Int32Array;
 }
 
 /**
@@ -78,6 +84,7 @@ export async function loadBackend(
       backendTokenizer,
       render,
       { stepTokens: options.stepTokens },
+      options.inbox,
     );
   } catch (error) {
     engine.close();

@@ -47,9 +47,14 @@ function reply(id: number, promise: Promise<unknown>): void {
   );
 }
 
+/** Messages the HTTP thread posted and this thread has not received yet (see `LocalBackend`). */
+let inbox: Int32Array | undefined;
+
 scope.onmessage = async (e: MessageEvent<WorkerRequest>) => {
   const m = e.data;
+  if (m.op !== "load" && inbox !== undefined) Atomics.sub(inbox, 0, 1);
   if (m.op === "load") {
+    inbox = m.options.inbox;
     try {
       backend = await loadBackend(m.path, m.options);
       scope.postMessage({ op: "ready", info: backend.info });

@@ -23,10 +23,13 @@ export class WorkerBackend implements Backend {
   readonly #render: ChatRenderer;
   readonly #calls = new Map<number, Pending>();
   readonly #streams = new Map<number, (event: SequenceEvent) => void>();
+  /** Messages posted to the worker and not yet received by it (it decrements). */
+  readonly #inbox: Int32Array;
   #nextId = 1;
 
-  private constructor(worker: Worker, info: ModelInfo) {
+  private constructor(worker: Worker, info: ModelInfo, inbox: Int32Array) {
     this.#worker = worker;
+    this.#inbox = inbox;
     this.info = info;
     this.#render = chatRenderer(info.chat);
     worker.onmessage = (e: MessageEvent) => {
@@ -56,6 +59,7 @@ export class WorkerBackend implements Backend {
       ? "./src/server/worker.ts"
       : new URL("./worker.ts", import.meta.url);
     const worker = new Worker(url, { type: "module" });
+    const inbox = new Int32Array(new SharedArrayBuffer(4));
     return new Promise((resolve, reject) => {
       worker.onerror = (e: ErrorEvent) => {
         e.preventDefault?.();
@@ -63,21 +67,29 @@ export class WorkerBackend implements Backend {
         reject(new Error(e.message ?? "the model worker failed"));
       };
       worker.onmessage = (e: MessageEvent) => {
-        if (e.data.op === "ready") resolve(new WorkerBackend(worker, e.data.info));
+        if (e.data.op === "ready") resolve(new WorkerBackend(worker, e.data.info, inbox));
         else if (e.data.op === "loadError") {
           worker.terminate();
           reject(new Error(e.data.message));
         }
       };
-      worker.postMessage({ op: "load", path, options } satisfies WorkerRequest);
+      worker.postMessage(
+        { op: "load", path, options: { ...options, inbox } } satisfies WorkerRequest,
+      );
     });
+  }
+
+  /** Posts to the worker, counted first: its step loop then lets the message in. */
+  #post(request: WorkerRequest): void {
+    Atomics.add(this.#inbox, 0, 1);
+    this.#worker.postMessage(request);
   }
 
   #call<T>(request: Record<string, unknown> & { op: string }): Promise<T> {
     const id = this.#nextId++;
     return new Promise<T>((resolve, reject) => {
       this.#calls.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.#worker.postMessage({ ...request, id });
+      this.#post({ ...request, id } as WorkerRequest);
     });
   }
 
@@ -97,10 +109,10 @@ export class WorkerBackend implements Backend {
     }
     const id = this.#nextId++;
     this.#streams.set(id, onEvent);
-    this.#worker.postMessage({ op: "generate", id, input } satisfies WorkerRequest);
+    this.#post({ op: "generate", id, input });
     return () => {
       if (!this.#streams.delete(id)) return;
-      this.#worker.postMessage({ op: "cancel", id } satisfies WorkerRequest);
+      this.#post({ op: "cancel", id });
     };
   }
 
