@@ -25,8 +25,15 @@ const pool_zig = @import("pool.zig");
 const Pool = pool_zig.Pool;
 const BlockQ8_0 = quant.BlockQ8_0;
 const qk = quant.qk8_0;
-const lanes = simd.f32_lanes;
-const F32x = simd.F32x;
+const builtin = @import("builtin");
+
+/// f32 lanes of the float kernels' accumulators: 16 wherever AVX-512F exists, even
+/// on CPUs whose tuning prefers 256-bit vectors (Intel's `prefer-256-bit`, which
+/// halves `simd.f32_lanes`): with two 512-bit FMA ports a 256-bit GEMM tile gets half
+/// the throughput, and one width for every AVX-512 CPU gives one summation order.
+const lanes: comptime_int = if (builtin.cpu.arch == .x86_64 and
+    std.Target.x86.featureSetHas(builtin.cpu.features, .avx512f)) 16 else simd.f32_lanes;
+const F32x = @Vector(lanes, f32);
 
 /// How far ahead a GEMV prefetches weight rows, at least: short rows need several row
 /// groups of lead to cover the memory latency.
