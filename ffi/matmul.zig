@@ -55,9 +55,13 @@ pub const parallel_threshold_macs: usize = 1 << 16;
 /// 8 × 3); F16 and BF16 weights also convert each weight vector once per tile, so
 /// more tokens per tile convert less per FMA (6 × 4). Measured on an AVX-512 Xeon
 /// (SmolLM-135M shape, 64-token prompt). Thread ranges are aligned to the row count.
+/// Without AVX-512 (16 ymm registers with AVX2): F32 4 × 3 as tinyBLAS (12
+/// accumulators, 3 activations, a weight vector), F16/BF16 4 × 4 (measured faster
+/// than 4 × 3 or 3 × 4 in the x86-64-v3 build, the conversions again).
 fn FloatTile(comptime W: type) type {
+    const zmm32 = lanes == 16;
     return struct {
-        const rows: usize = if (W == f32) 8 else 6;
+        const rows: usize = if (!zmm32) 4 else if (W == f32) 8 else 6;
         const tokens: usize = if (W == f32) 3 else 4;
     };
 }
@@ -771,7 +775,7 @@ test "float matmuls match the scalar reference on awkward shapes, bit-identical 
             try testFloatShape(W, 9, cols, 6);
         }
         try testFloatShape(W, 67, 256, 5);
-        // Every tile shape: 8/6-row, 4-row and 1-row groups × full and smaller token tiles.
+        // Every tile shape: 8/6/4-row, 4-row and 1-row groups × full and smaller token tiles.
         try testFloatShape(W, 8 + 6 + 4 + 1, 33, 7);
         try testFloatShape(W, 2 * 8 + 4 + 3, 576, 64);
     }
