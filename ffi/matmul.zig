@@ -1,9 +1,11 @@
 //! Matrix multiplication of weights (F32, F16, BF16, Q8_0) by f32 activations:
 //! `out[t][r] = Σ_c W[r][c] · x[t][c]`, W row-major `rows × cols` as GGUF stores it.
 //!
-//! One kernel serves GEMV (tokens = 1) and GEMM: register tiles of up to
-//! `row_group` rows × `token_group` tokens, so each weight vector loaded is used for
-//! every token of the tile. Every output element is computed with the same
+//! One kernel serves GEMV (tokens = 1) and GEMM: register tiles of several rows ×
+//! several tokens (`FloatTile` per weight type and register file for the float
+//! weights, `row_group` × `token_group` for Q8_0), so each weight vector loaded is
+//! used for every token of the tile. The float kernels accumulate in 16 lanes wherever
+//! AVX-512F exists (whatever the CPU's tuning prefers), in `simd.f32_lanes` otherwise. Every output element is computed with the same
 //! instructions in the same order whatever tile it falls in and whatever thread
 //! computes it: results are bit-identical for any thread count.
 //!
