@@ -1296,6 +1296,24 @@ inline fn group4(a: *align(1) const Q8_K.Block, e: usize) i32 {
     return std.mem.readInt(i32, @as(*align(1) const [4]u8, @ptrCast(a.qs[e..][0..4])), .little);
 }
 
+/// Block j's head of 16 Q4_K rows, transposed so each u32 lane is one row: d and dmin
+/// in f32, and the 12 scale bytes as 3 vectors (bytes 0-3, 4-7, 8-11 of each row).
+inline fn q4kWideHead(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, j: usize) struct { d: F32x16, dmin: F32x16, scales: [3]U32x16 } {
+    var head: [4]U32x16 = undefined;
+    var h: [16]@Vector(4, u32) = undefined;
+    inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
+    var h8: [8]@Vector(8, u32) = undefined;
+    inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+    inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
+    head = runPlan(4, 2, head_plan, head);
+    const dd = head[0];
+    return .{
+        .d = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd))))),
+        .dmin = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd >> @splat(16)))))),
+        .scales = .{ head[1], head[2], head[3] },
+    };
+}
+
 /// 16 Q4_K rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order.
 /// out[t][r] is bit-identical to `vecDotRepacked` (or `vecDotRepackedGemm`) of row r, token t.
 fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
@@ -1309,21 +1327,10 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
     const group_bytes = quant_k_wide_rows * n * @sizeOf(Q4_K.Block);
     for (0..n) |j| {
         // d|dmin and the 12 scale bytes of the 16 rows, one u32 group per vector.
-        var head: [4]U32x16 = undefined;
-        {
-            var h: [16]@Vector(4, u32) = undefined;
-            inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
-            var h8: [8]@Vector(8, u32) = undefined;
-            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
-            inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
-            head = runPlan(4, 2, head_plan, head);
-        }
-        const dd = head[0];
-        const d: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd)))));
-        const dmin: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd >> @splat(16))))));
-        const s0 = head[1];
-        const s1 = head[2];
-        const s2 = head[3];
+        const head = q4kWideHead(w_rows, j);
+        const d = head.d;
+        const dmin = head.dmin;
+        const s0, const s1, const s2 = head.scales;
         var sum: [T]I32x16 = @splat(@splat(0));
         var summ: [T]I32x16 = @splat(@splat(0));
         inline for (0..4) |c| {
@@ -1398,21 +1405,10 @@ fn q4kWideGemm(comptime T: usize, w_rows: [quant_k_wide_rows][]align(1) const Q4
     const low4: U32x16 = @splat(0x0F0F0F0F);
     for (0..n) |j| {
         // d|dmin and the 12 scale bytes of the 16 rows, one u32 group per vector.
-        var head: [4]U32x16 = undefined;
-        {
-            var h: [16]@Vector(4, u32) = undefined;
-            inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
-            var h8: [8]@Vector(8, u32) = undefined;
-            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
-            inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
-            head = runPlan(4, 2, head_plan, head);
-        }
-        const dd = head[0];
-        const d: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd)))));
-        const dmin: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd >> @splat(16))))));
-        const s0 = head[1];
-        const s1 = head[2];
-        const s2 = head[3];
+        const head = q4kWideHead(w_rows, j);
+        const d = head.d;
+        const dmin = head.dmin;
+        const s0, const s1, const s2 = head.scales;
         var dda: [T]F32x16 = undefined;
         var dmda: [T]F32x16 = undefined;
         inline for (0..T) |t| {
@@ -1517,24 +1513,13 @@ fn q4kWideGemv(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a: []alig
     const chunk_bytes = quant_k_wide_rows * @sizeOf(Q4_K.Block) / 4;
     const group_bytes = quant_k_wide_rows * n * @sizeOf(Q4_K.Block);
     for (0..n) |j| {
-        var head: [4]U32x16 = undefined;
-        {
-            var h: [16]@Vector(4, u32) = undefined;
-            inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
-            var h8: [8]@Vector(8, u32) = undefined;
-            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
-            inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
-            head = runPlan(4, 2, head_plan, head);
-        }
-        const dd = head[0];
-        const d: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd)))));
-        const dmin: F32x16 = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd >> @splat(16))))));
+        const head = q4kWideHead(w_rows, j);
+        const d = head.d;
+        const dmin = head.dmin;
         // Scale bytes q[0..12] of each row as 3 lanes; per byte k of a lane (ggml's
         // get_scale_min_k4): sub-blocks 0-3 scale q[k] & 63, min q[k+4] & 63;
         // sub-blocks 4-7 scale (q[k+8] & 15) | (q[k] >> 6) << 4, min (q[k+8] >> 4) | (q[k+4] >> 6) << 4.
-        const q0 = head[1];
-        const q1 = head[2];
-        const q2 = head[3];
+        const q0, const q1, const q2 = head.scales;
         const six: U32x16 = @splat(0x3F3F3F3F);
         const top2: U32x16 = @splat(0x30303030);
         const sc_a = q0 & six;

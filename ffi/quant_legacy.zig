@@ -687,22 +687,10 @@ fn Legacy(comptime kind: Kind) type {
             var acc: [T]F32x16 = @splat(@splat(0));
             const low4: wide.U32x16 = @splat(0x0F0F0F0F);
             for (0..n) |b| {
-                var h: [16]@Vector(4, u32) = undefined;
-                var dv: @Vector(16, f16) = undefined;
                 // A GEMV streams the group's 16 rows: fetch the bytes a block column
                 // consumes, linearly ahead in the matrix (see `wide.prefetchAhead`).
                 if (T <= 2) wide.prefetchAhead(@ptrCast(w_rows[0].ptr), 16 * n * @sizeOf(Block), b * 16 * @sizeOf(Block), 16 * @sizeOf(Block));
-                inline for (0..16) |r| {
-                    const blk = &w_rows[r][b];
-                    h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
-                    dv[r] = blk.d;
-                }
-                var h8: [8]@Vector(8, u32) = undefined;
-                inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
-                var g: [4]wide.U32x16 = undefined;
-                inline for (0..4) |i| g[i] = std.simd.join(h8[i], h8[i + 4]);
-                g = wide.runPlan(4, 2, wide.head_plan, g);
-                const dw: F32x16 = dv;
+                const g, const dw = wideBlockQ4_0(w_rows, b);
                 inline for (0..T) |t| {
                     const ab = &a_rows[t][b];
                     var lo: I32x16 = @splat(0);
@@ -721,6 +709,23 @@ fn Legacy(comptime kind: Kind) type {
             var out: [T][16]f32 = undefined;
             inline for (0..T) |t| out[t] = acc[t];
             return out;
+        }
+
+        /// Block b of 16 Q4_0 rows, transposed so each u32 lane is one row: the 16 quant
+        /// bytes as 4 vectors (bytes 4k..4k+3 of each row in vector k) and the scales.
+        inline fn wideBlockQ4_0(w_rows: [16][]align(1) const Block, b: usize) struct { [4]wide.U32x16, F32x16 } {
+            var h: [16]@Vector(4, u32) = undefined;
+            var dv: @Vector(16, f16) = undefined;
+            inline for (0..16) |r| {
+                const blk = &w_rows[r][b];
+                h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
+                dv[r] = blk.d;
+            }
+            var h8: [8]@Vector(8, u32) = undefined;
+            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+            var g: [4]wide.U32x16 = undefined;
+            inline for (0..4) |i| g[i] = std.simd.join(h8[i], h8[i + 4]);
+            return .{ wide.runPlan(4, 2, wide.head_plan, g), dv };
         }
 
         /// `vecDotWideRepacked` for prompt batches (T of 4 or 8), the same steps per
@@ -748,19 +753,7 @@ fn Legacy(comptime kind: Kind) type {
             const low4: wide.U32x16 = @splat(0x0F0F0F0F);
             const ones: wide.U32x16 = @splat(0x01010101);
             for (0..n) |b| {
-                var h: [16]@Vector(4, u32) = undefined;
-                var dv: @Vector(16, f16) = undefined;
-                inline for (0..16) |r| {
-                    const blk = &w_rows[r][b];
-                    h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
-                    dv[r] = blk.d;
-                }
-                var h8: [8]@Vector(8, u32) = undefined;
-                inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
-                var g: [4]wide.U32x16 = undefined;
-                inline for (0..4) |i| g[i] = std.simd.join(h8[i], h8[i + 4]);
-                g = wide.runPlan(4, 2, wide.head_plan, g);
-                const dw: F32x16 = dv;
+                const g, const dw = wideBlockQ4_0(w_rows, b);
                 // Σa of token t: lanes 8·(t % 2).. of v[t / 2] hold its 8 group sums;
                 // each fold level halves the lanes per token, token order kept, so in
                 // the end lane t holds token t's sum.
