@@ -394,7 +394,7 @@ fn Legacy(comptime kind: Kind) type {
         pub fn vecDotRowsPath(comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
             // Q4_1's VNNI tile at one token: the same bits, fewer shuffles than `tile`.
             if (kind == .q4_1 and path == .vnni and q4_1_tile.available and R == q4_1_tile.rows) {
-                return q4_1_tile.tile(Block, 1, w_rows, .{a})[0];
+                return q4_1_tile.tileBest(Block, 1, w_rows, .{a})[0];
             }
             return vecDotRowsOrder(path, R, false, w_rows, a);
         }
@@ -593,7 +593,7 @@ fn Legacy(comptime kind: Kind) type {
             comptime std.debug.assert(R % 2 == 0);
             // Q4_1's 4 × T VNNI tile (quant_q4_1_tile.zig): the same bits, cheaper per token.
             if (kind == .q4_1 and path == .vnni and q4_1_tile.available and R == q4_1_tile.rows and T <= 4) {
-                return q4_1_tile.tile(Block, T, w_rows, a_rows);
+                return q4_1_tile.tileBest(Block, T, w_rows, a_rows);
             }
             return tile(path, R / 2, T, false, w_rows, a_rows);
         }
