@@ -58,7 +58,7 @@ const I8x32 = @Vector(32, i8);
 const I32x8 = @Vector(8, i32);
 
 /// Zen 4 (512-bit ops split in two): `tileBest` takes `tileLanes8` (see the module doc).
-const prefer_lanes8 = builtin.cpu.model == &x86.cpu.znver4;
+const prefer_lanes8 = simd.splits_512bit;
 
 /// How far ahead the weights are prefetched: the tile fetches the row group that many
 /// bytes on (rounded to whole groups) at the block it is reading, as matmul.zig's
