@@ -130,6 +130,20 @@ inline fn scalePairs(comptime n: usize, comptime B: type, blocks: [n]*align(1) c
     return @floatCast(halves);
 }
 
+/// Block b of a tile: the rows' and tokens' block pointers (each row's block
+/// `ahead_bytes` on prefetched), and their (d, m) and (d, s) pairs in f32:
+/// [d0 m0 d1 m1 d2 m2 d3 m3] and [d0 s0 d1 s1 ...].
+inline fn blockHead(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const B, a_rows: [T][]align(1) const ActBlock, b: usize, ahead_bytes: usize) struct { [rows]*align(1) const B, [T]*align(1) const ActBlock, @Vector(2 * rows, f32), @Vector(2 * T, f32) } {
+    var wb: [rows]*align(1) const B = undefined;
+    inline for (0..rows) |r| {
+        wb[r] = &w_rows[r][b];
+        @prefetch(@as([*]const u8, @ptrCast(wb[r])) + ahead_bytes, .{ .locality = 2 });
+    }
+    var ab: [T]*align(1) const ActBlock = undefined;
+    inline for (0..T) |t| ab[t] = &a_rows[t][b];
+    return .{ wb, ab, scalePairs(rows, B, wb), scalePairs(T, ActBlock, ab) };
+}
+
 /// out[t][r] = `ggml_vec_dot_q4_1_q8_1`(w_rows[r], a_rows[t]), bit for bit. `B` is
 /// ggml's block_q4_1 (`d`, `m` f16 first, then 16 bytes of nibbles: low = elements
 /// 0..15, high = 16..31).
@@ -145,15 +159,7 @@ pub fn tile(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const 
     // matrix's end is harmless; the rows of a matrix are consecutive, n blocks each).
     const ahead_bytes = rows * @max(1, prefetch_distance_bytes / (rows * n * @sizeOf(B))) * n * @sizeOf(B);
     for (0..n) |b| {
-        var wb: [rows]*align(1) const B = undefined;
-        inline for (0..rows) |r| {
-            wb[r] = &w_rows[r][b];
-            @prefetch(@as([*]const u8, @ptrCast(wb[r])) + ahead_bytes, .{ .locality = 2 });
-        }
-        var ab: [T]*align(1) const ActBlock = undefined;
-        inline for (0..T) |t| ab[t] = &a_rows[t][b];
-        const wdm = scalePairs(rows, B, wb); // [d0 m0 d1 m1 d2 m2 d3 m3]
-        const ads = scalePairs(T, ActBlock, ab); // [d0 s0 d1 s1 ...]
+        const wb, const ab, const wdm, const ads = blockHead(B, T, w_rows, a_rows, b, ahead_bytes);
         const u = [2]U8x64{ unpackPair(B, wb[0], wb[1]), unpackPair(B, wb[2], wb[3]) };
         const dw = [2]F32x16{
             @shuffle(f32, wdm, undefined, pairScaleMask(0)),
@@ -228,15 +234,7 @@ pub fn tileLanes8(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) 
     var scales: [rows * T]f32 align(64) = undefined;
     const ahead_bytes = rows * @max(1, prefetch_distance_bytes / (rows * n * @sizeOf(B))) * n * @sizeOf(B);
     for (0..n) |b| {
-        var wb: [rows]*align(1) const B = undefined;
-        inline for (0..rows) |r| {
-            wb[r] = &w_rows[r][b];
-            @prefetch(@as([*]const u8, @ptrCast(wb[r])) + ahead_bytes, .{ .locality = 2 });
-        }
-        var ab: [T]*align(1) const ActBlock = undefined;
-        inline for (0..T) |t| ab[t] = &a_rows[t][b];
-        const wdm = scalePairs(rows, B, wb); // [d0 m0 d1 m1 d2 m2 d3 m3]
-        const ads = scalePairs(T, ActBlock, ab); // [d0 s0 d1 s1 ...]
+        const wb, const ab, const wdm, const ads = blockHead(B, T, w_rows, a_rows, b, ahead_bytes);
         const products = @shuffle(f32, wdm, undefined, productMask(T, 0)) * @shuffle(f32, ads, undefined, productMask(T, 1));
         @as(*volatile @Vector(rows * T, f32), @ptrCast(&scales)).* = products;
         var u: [rows]U8x32 = undefined;
