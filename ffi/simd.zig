@@ -6,12 +6,12 @@ const builtin = @import("builtin");
 
 const x86 = std.Target.x86;
 
-/// True when the target has AVX-512 VNNI with 256-bit forms (`vpdpbusd ymm`).
 /// Zen 4 runs each 512-bit vector op as two 256-bit halves, so a kernel that pairs two
 /// 8-lane accumulators in one 512-bit register buys no width there and pays for its
 /// shuffles: the Q4_1 tile takes a 256-bit variant on it (measured in its module doc).
 pub const splits_512bit = builtin.cpu.arch == .x86_64 and builtin.cpu.model == &x86.cpu.znver4;
 
+/// True when the target has AVX-512 VNNI with 256-bit forms (`vpdpbusd ymm`).
 pub const has_avx512vnni = builtin.cpu.arch == .x86_64 and
     x86.featureSetHas(builtin.cpu.features, .avx512vnni) and
     x86.featureSetHas(builtin.cpu.features, .avx512vl);
