@@ -21,10 +21,11 @@
 //! own 8-lane layout, one 256-bit `vpdpbusd` against the token's 32 activations as they
 //! are stored, the tile's 4·T scales dw·da from one vector product, each broadcast from
 //! memory into its fma (no shuffle). Zen 4 executes a 512-bit op as two 256-bit halves,
-//! so there the pairing buys nothing and its shuffles cost: on Zen 4 `tileLanes8` is
-//! ~10% faster at 1 and at 4 tokens (SmolLM2's 1536 × 576 ffn_gate, 1 thread: 31.7 vs
-//! 35.7 µs and 77 vs 85 µs), so `tileBest` takes it there and `tile` elsewhere (where
-//! it was measured, on Intel's AVX-512 cores).
+//! so there the pairing buys nothing and its shuffles cost. On Zen 4 the fastest of 60
+//! trials was ~10% lower with `tileLanes8` at 1 and at 4 tokens (SmolLM2's 1536 × 576
+//! ffn_gate, 1 thread: 31.7 vs 35.7 µs and 77 vs 85 µs); the medians of a later run were
+//! within this VM's noise of each other (bench/RESULTS.md). `tileBest` takes it there
+//! and `tile` elsewhere (where `tile` was measured, on Intel's AVX-512 cores).
 //!
 //! Limits: 4 rows (the driver's `row_group`), T ≤ 4 (`token_group`; the accumulators,
 //! 2·T vectors, or 4·T 256-bit ones, stay in registers); every row and token has the
@@ -55,7 +56,6 @@ const F32x16 = @Vector(16, f32);
 const F32x8 = @Vector(8, f32);
 const U8x32 = @Vector(32, u8);
 const I8x32 = @Vector(32, i8);
-const I32x8 = @Vector(8, i32);
 
 /// Zen 4 (512-bit ops split in two): `tileBest` takes `tileLanes8` (see the module doc).
 const prefer_lanes8 = simd.splits_512bit;
@@ -65,9 +65,10 @@ const prefer_lanes8 = simd.splits_512bit;
 /// Q8_0 GEMV does (4 short row streams at once defeat the hardware prefetcher).
 const prefetch_distance_bytes: usize = 16384;
 
-inline fn dpbusd(acc: I32x16, u: U8x64, s: I8x64) I32x16 {
+/// acc + `vpdpbusd`(u, s) on 8 or 16 int32 lanes (256- or 512-bit).
+inline fn dpbusd(comptime n: usize, acc: @Vector(n, i32), u: @Vector(4 * n, u8), s: @Vector(4 * n, i8)) @Vector(n, i32) {
     return asm ("vpdpbusd %[s], %[u], %[acc]"
-        : [acc] "=v" (-> I32x16),
+        : [acc] "=v" (-> @Vector(n, i32)),
         : [_] "0" (acc),
           [u] "v" (u),
           [s] "v" (s),
@@ -170,7 +171,7 @@ pub fn tile(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const 
             const av: I8x64 = @shuffle(i8, aq, undefined, twice32);
             const da: F32x16 = @splat(ads[2 * t]);
             inline for (0..2) |p| {
-                const lanes: F32x16 = @floatFromInt(dpbusd(@splat(0), u[p], av));
+                const lanes: F32x16 = @floatFromInt(dpbusd(16, @splat(0), u[p], av));
                 acc[t][p] = @mulAdd(F32x16, dw[p] * da, lanes, acc[t][p]);
             }
         }
@@ -193,15 +194,6 @@ pub fn tile(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const 
 /// `tileLanes8` where the target prefers it (Zen 4), else `tile`: the same bits.
 pub inline fn tileBest(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const B, a_rows: [T][]align(1) const ActBlock) [T][rows]f32 {
     return if (prefer_lanes8) tileLanes8(B, T, w_rows, a_rows) else tile(B, T, w_rows, a_rows);
-}
-
-inline fn dpbusd8(acc: I32x8, u: U8x32, s: I8x32) I32x8 {
-    return asm ("vpdpbusd %[s], %[u], %[acc]"
-        : [acc] "=v" (-> I32x8),
-        : [_] "0" (acc),
-          [u] "v" (u),
-          [s] "v" (s),
-    );
 }
 
 /// The 32 codes of one row's block in element order (low nibbles, then high).
@@ -242,7 +234,7 @@ pub fn tileLanes8(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) 
         inline for (0..T) |t| {
             const av: I8x32 = ab[t].qs;
             inline for (0..rows) |r| {
-                const lanes: F32x8 = @floatFromInt(dpbusd8(@splat(0), u[r], av));
+                const lanes: F32x8 = @floatFromInt(dpbusd(8, @splat(0), u[r], av));
                 const scale: f32 = @as(*const volatile f32, &scales[rows * t + r]).*;
                 acc[t][r] = @mulAdd(F32x8, @splat(scale), lanes, acc[t][r]);
             }
