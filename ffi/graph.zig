@@ -170,6 +170,7 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
             const cols = try count(a.cols, 1, dim_max);
             const tokens = try count(a.tokens, 1, tokens_max);
             if (types.rowBytes(t, cols) == null) return error.BadCount;
+            if (rows % types.rowMultiple(t) != 0) return error.BadCount;
             _ = try product(rows, cols);
             _ = try product(tokens, @max(rows, cols));
             try address(f32, a.out);
@@ -273,6 +274,7 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
         .get_rows => {
             const a = op.as(.get_rows);
             const t = types.fromId(op.type) orelse return error.BadType;
+            if (!types.hasRows(t)) return error.BadType;
             const id_count = try count(a.count, 1, tokens_max);
             const row_length = try count(a.row_length, 1, dim_max);
             const row_count = try count(a.row_count, 1, dim_max);

@@ -24,7 +24,7 @@ pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 8;
+pub const abi_version: u32 = 9;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;
@@ -53,4 +53,5 @@ test {
     _ = @import("quant_legacy.zig");
     _ = @import("quant_q4_1_tile.zig");
     _ = @import("quant_k_test.zig");
+    _ = @import("repack.zig");
 }

@@ -53,6 +53,13 @@ fn Job(comptime E: type) type {
             const blocks = job.cols / E.block_elems;
             return job.w[r * blocks ..][0..blocks];
         }
+
+        /// Row group g of an interleaved entry (repack.zig): its 32-column groups.
+        fn weightGroup(job: *const @This(), g: usize) []align(1) const E.Group {
+            const blocks = job.cols / E.block_elems;
+            const groups: [*]align(1) const E.Group = @ptrCast(job.w);
+            return groups[g * blocks ..][0..blocks];
+        }
     };
 }
 
@@ -61,6 +68,14 @@ fn quantizeRange(comptime E: type, job: *const Job(E), token_begin: usize, token
 }
 
 fn dotRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usize) void {
+    // Interleaved entries: every row group through the wide tile (the graph checked
+    // rows % interleave_rows, and threads claim whole groups).
+    if (comptime interleaved(E)) {
+        std.debug.assert(row_begin % E.interleave_rows == 0 and row_end % E.interleave_rows == 0);
+        var r = row_begin;
+        while (r < row_end) : (r += E.interleave_rows) wideRowGroup(E, job, r);
+        return;
+    }
     // llama.cpp repacks some types' matrices (row count a multiple of E.repack_rows) and
     // then sums in another float order: follow it, so results stay llama.cpp's bits.
     if (@hasDecl(E, "repack_rows") and E.repack_rows > 0 and job.rows % E.repack_rows == 0) {
@@ -204,6 +219,12 @@ fn wideRows(comptime E: type) usize {
     return if (@hasDecl(E, "wide_rows")) E.wide_rows else 0;
 }
 
+/// An entry stored in an interleaved layout (repack.zig): its wide tile reads
+/// `Job.weightGroup` instead of `wide_rows` row slices.
+fn interleaved(comptime E: type) bool {
+    return @hasDecl(E, "interleave_rows");
+}
+
 /// Row groups the threads claim for a matmul of `rows` rows.
 fn claimRows(comptime E: type, rows: usize) usize {
     const wide = comptime wideRows(E);
@@ -217,8 +238,11 @@ const wide_token_group = 8;
 
 fn wideRowGroup(comptime E: type, job: *const Job(E), r: usize) void {
     const W = comptime wideRows(E);
-    var w_rows: [W][]align(1) const E.Block = undefined;
-    inline for (0..W) |i| w_rows[i] = job.weightRow(r + i);
+    const w_rows = if (comptime interleaved(E)) job.weightGroup(r / W) else blk: {
+        var rows: [W][]align(1) const E.Block = undefined;
+        inline for (0..W) |i| rows[i] = job.weightRow(r + i);
+        break :blk rows;
+    };
     const gemm_end = job.tokens - job.tokens % token_group;
     var t: usize = 0;
     while (t + wide_token_group <= gemm_end) : (t += wide_token_group) wideAt(E, wide_token_group, true, job, r, w_rows, t);
@@ -232,7 +256,7 @@ fn wideRowGroup(comptime E: type, job: *const Job(E), r: usize) void {
     }
 }
 
-inline fn wideAt(comptime E: type, comptime T: usize, comptime gemm: bool, job: *const Job(E), r: usize, w_rows: [wideRows(E)][]align(1) const E.Block, t: usize) void {
+inline fn wideAt(comptime E: type, comptime T: usize, comptime gemm: bool, job: *const Job(E), r: usize, w_rows: anytype, t: usize) void {
     var a_rows: [T][]align(1) const E.Act.Block = undefined;
     inline for (0..T) |j| a_rows[j] = job.actRow(t + j);
     // Entries whose repacked GEMM order equals the GEMV order declare no GEMM variant.

@@ -4,6 +4,10 @@
 //! ggml-cpu/arch/x86/quants.c): d = amax/127, id = 127/amax, q = round-half-even(x·id).
 //! (ggml's `quantize_row_q8_0_ref` instead uses id = 1/d and rounds halves away from
 //! zero; the x86 backend, which is what llama.cpp runs, does not.)
+//!
+//! A third format, Q8_0S, is Q8_0 plus the block's integer Σq: the interleaved Q4_0
+//! matrices (repack.zig) subtract 8·Σq per block for every 16 rows, and reading it
+//! beats summing 32 bytes again per row group.
 const std = @import("std");
 
 /// Elements per activation block (both formats).
@@ -81,6 +85,30 @@ pub const Q8_1 = struct {
     }
 };
 
+/// Q8_0 with Σq (not a ggml format): the same d and quants as `Q8_0.quantizeRow`, so a
+/// dot product over it has Q8_0's bits. |Σq| ≤ 32·127 fits the i16.
+pub const Q8_0S = struct {
+    pub const name = "q8_0s";
+    pub const block_elems: usize = qk;
+    pub const Block = extern struct {
+        d: f16,
+        sum: i16,
+        qs: [qk]i8,
+    };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 36);
+    }
+
+    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk);
+        for (y, 0..) |*block, b| {
+            const r = quantizeBlockX86(x[b * qk ..][0..qk], &block.qs);
+            block.d = @floatCast(r.d);
+            block.sum = @intCast(r.sum);
+        }
+    }
+};
+
 // ---------------------------------------------------------------------------
 // Tests
 
@@ -119,6 +147,11 @@ test "Q8_0/Q8_1 activations round halves to even with id = 127/amax, like llama.
     var sum: i32 = 0;
     for (b1[0].qs) |q| sum += q;
     try testing.expectEqual(@as(f16, @floatCast(@as(f32, @floatFromInt(sum)))), b1[0].s);
+    var b2: [1]Q8_0S.Block = undefined;
+    Q8_0S.quantizeRow(&x, &b2);
+    try testing.expectEqualSlices(i8, &b0[0].qs, &b2[0].qs);
+    try testing.expectEqual(b0[0].d, b2[0].d);
+    try testing.expectEqual(sum, b2[0].sum);
 }
 
 test "vector activation quantizer equals the scalar one on random rows; zeros and NaN/inf are defined" {

@@ -670,108 +670,58 @@ fn Legacy(comptime kind: Kind) type {
         /// Rows per `vecDotWideRepacked` call: Q4_0 on AVX-512 VNNI (0 otherwise).
         pub const wide_rows: usize = if (kind == .q4_0 and has_vnni_path) 16 else 0;
 
-        /// 16 Q4_0 rows × T tokens in the repacked order (GEMV and GEMM sum alike, so
-        /// `gemm` changes nothing): each block's 16 bytes of the 16 rows are transposed
-        /// into 4 vectors (lane r = row r, as llama.cpp's load-time interleave gives
-        /// its repacked kernels), one `vpdpbusd` per 4-byte activation group advances
-        /// all 16 exact row sums, Σ(q − 8)·a = Σq·a − 8·Σa, and then one vector fma
-        /// acc = fma(sum, dw·da, acc) per token: element [t][r] is bit-identical to
-        /// `vecDotRepacked(w_rows[r], a_rows[t])`.
-        pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w_rows: [16][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][16]f32 {
-            comptime std.debug.assert(kind == .q4_0 and has_vnni_path);
-            _ = gemm;
-            if (T == 4 or T == 8) return wideTileQ4_0(T, w_rows, a_rows);
-            const n = a_rows[0].len;
-            inline for (0..16) |r| std.debug.assert(w_rows[r].len == n);
-            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
-            var acc: [T]F32x16 = @splat(@splat(0));
-            const low4: wide.U32x16 = @splat(0x0F0F0F0F);
-            for (0..n) |b| {
-                // A GEMV streams the group's 16 rows: fetch the bytes a block column
-                // consumes, linearly ahead in the matrix (see `wide.prefetchAhead`).
-                if (T <= 2) wide.prefetchAhead(@ptrCast(w_rows[0].ptr), 16 * n * @sizeOf(Block), b * 16 * @sizeOf(Block), 16 * @sizeOf(Block));
-                const g, const dw = wideBlockQ4_0(w_rows, b);
-                inline for (0..T) |t| {
-                    const ab = &a_rows[t][b];
-                    var lo: I32x16 = @splat(0);
-                    var hi: I32x16 = @splat(0);
-                    inline for (0..4) |k| {
-                        lo = wide.dpbusd16(lo, g[k] & low4, @splat(actGroup(ab, 4 * k)));
-                        hi = wide.dpbusd16(hi, (g[k] >> @splat(4)) & low4, @splat(actGroup(ab, 16 + 4 * k)));
-                    }
-                    const aq: @Vector(32, i8) = ab.qs;
-                    const asum: i32 = @reduce(.Add, @as(@Vector(32, i32), aq));
-                    const sumi = (lo +% hi) -% @as(I32x16, @splat(8 * asum));
-                    const da: F32x16 = @splat(@as(f32, ab.d));
-                    acc[t] = @mulAdd(F32x16, @floatFromInt(sumi), dw * da, acc[t]);
-                }
-            }
-            var out: [T][16]f32 = undefined;
-            inline for (0..T) |t| out[t] = acc[t];
+        /// Block b of 16 Q4_0 rows as the wide kernel consumes it, each u32 lane one row:
+        /// the 16 quant bytes as 4 vectors (bytes 4k..4k+3 of each row in vector k) and
+        /// the 16 scales. `Interleaved` (repack.zig) stores matrices in this layout at
+        /// load, one group per 16 rows × 32 columns, the same 288 bytes as 16 blocks.
+        pub const WideGroup = if (kind == .q4_0) extern struct {
+            d: [16]f16,
+            qs: [4][16]u32,
+        } else void;
+        comptime {
+            if (kind == .q4_0) std.debug.assert(@sizeOf(WideGroup) == 16 * @sizeOf(Block));
+        }
+
+        /// Writes block b of rows `w_rows` as one `WideGroup` (the load-time repack).
+        pub fn wideGroupOf(w_rows: [16][]align(1) const Block, b: usize) WideGroup {
+            const g, const dv = wideBlockQ4_0(w_rows, b);
+            var out: WideGroup = .{ .d = dv, .qs = undefined };
+            inline for (0..4) |k| out.qs[k] = g[k];
             return out;
         }
 
-        /// Block b of 16 Q4_0 rows, transposed so each u32 lane is one row: the 16 quant
-        /// bytes as 4 vectors (bytes 4k..4k+3 of each row in vector k) and the scales.
-        inline fn wideBlockQ4_0(w_rows: [16][]align(1) const Block, b: usize) struct { [4]wide.U32x16, F32x16 } {
-            var h: [16]@Vector(4, u32) = undefined;
-            var dv: @Vector(16, f16) = undefined;
-            inline for (0..16) |r| {
-                const blk = &w_rows[r][b];
-                h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
-                dv[r] = blk.d;
-            }
-            var h8: [8]@Vector(8, u32) = undefined;
-            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
-            var g: [4]wide.U32x16 = undefined;
-            inline for (0..4) |i| g[i] = std.simd.join(h8[i], h8[i + 4]);
-            return .{ wide.runPlan(4, 2, wide.head_plan, g), dv };
-        }
-
-        /// `vecDotWideRepacked` for prompt batches (T of 4 or 8), the same steps per
-        /// element (bit-identical), but the T activation sums Σa of a block come from
-        /// T/2 vpdpbusd against ones and a tree of even/odd shuffles and adds (integers:
-        /// exact) instead of one horizontal reduction per token.
-        fn wideTileQ4_0(comptime T: usize, w_rows: [16][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][16]f32 {
-            comptime std.debug.assert(T == 4 or T == 8);
+        /// 16 Q4_0 rows × T tokens in the repacked order (GEMV and GEMM sum alike, so
+        /// `gemm` changes nothing). `w` is either 16 row slices, whose block columns are
+        /// transposed on the fly (`wideBlockQ4_0`, as llama.cpp's load-time interleave
+        /// gives its repacked kernels), or a slice of `WideGroup`s already in that
+        /// layout; `a_rows` Q8_0 or Q8_0S activations (the latter carry Σa). One
+        /// `vpdpbusd` per 4-byte activation group advances all 16 exact row sums,
+        /// Σ(q − 8)·a = Σq·a − 8·Σa, then one vector fma acc = fma(sum, dw·da, acc) per
+        /// token: element [t][r] is bit-identical to `vecDotRepacked(row r, a_rows[t])`
+        /// whatever `w` and the activation format.
+        pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: anytype) [T][16]f32 {
+            comptime std.debug.assert(kind == .q4_0 and has_vnni_path);
+            _ = gemm;
+            const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
             const n = a_rows[0].len;
-            inline for (0..16) |r| std.debug.assert(w_rows[r].len == n);
+            if (grouped) std.debug.assert(w.len == n) else inline for (0..16) |r| std.debug.assert(w[r].len == n);
             inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
-            const fold = comptime blk: {
-                var even: [16]i32 = undefined;
-                var odd: [16]i32 = undefined;
-                for (0..8) |k| {
-                    const ki: i32 = @intCast(k);
-                    even[k] = 2 * ki;
-                    odd[k] = 2 * ki + 1;
-                    even[8 + k] = -1 - 2 * ki;
-                    odd[8 + k] = -2 - 2 * ki;
-                }
-                break :blk .{ .even = even, .odd = odd };
-            };
+            const base: [*]const u8 = if (grouped) @ptrCast(w.ptr) else @ptrCast(w[0].ptr);
             var acc: [T]F32x16 = @splat(@splat(0));
             const low4: wide.U32x16 = @splat(0x0F0F0F0F);
-            const ones: wide.U32x16 = @splat(0x01010101);
             for (0..n) |b| {
-                const g, const dw = wideBlockQ4_0(w_rows, b);
-                // Σa of token t: lanes 8·(t % 2).. of v[t / 2] hold its 8 group sums;
-                // each fold level halves the lanes per token, token order kept, so in
-                // the end lane t holds token t's sum.
-                var v: [T / 2]I32x16 = undefined;
-                inline for (0..T / 2) |i| {
-                    const q0: @Vector(8, u32) = @bitCast(a_rows[2 * i][b].qs);
-                    const q1: @Vector(8, u32) = @bitCast(a_rows[2 * i + 1][b].qs);
-                    v[i] = wide.dpbusd16(@splat(0), ones, @bitCast(std.simd.join(q0, q1)));
-                }
-                comptime var count = T / 2;
-                inline while (count > 1) : (count /= 2) {
-                    inline for (0..count / 2) |m| v[m] = @shuffle(i32, v[2 * m], v[2 * m + 1], fold.even) +% @shuffle(i32, v[2 * m], v[2 * m + 1], fold.odd);
-                }
-                // One vector of T tokens × 16/T lanes: fold it into itself.
-                comptime var lanes_per_token = 16 / T;
-                var sums = v[0];
-                inline while (lanes_per_token > 1) : (lanes_per_token /= 2) sums = @shuffle(i32, sums, sums, fold.even) +% @shuffle(i32, sums, sums, fold.odd);
-                const asum8 = sums << @splat(3);
+                // A GEMV streams the group's 16 rows (contiguous in either layout):
+                // fetch the bytes a block column consumes, linearly ahead in the matrix
+                // (see `wide.prefetchAhead`).
+                if (T <= 2) wide.prefetchAhead(base, 16 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
+                // (A group's quants are read as arrays: a @bitCast to vectors would let
+                // the compiler assume vector alignment, and groups are 4-byte aligned.)
+                const g: [4]wide.U32x16, const dh: @Vector(16, f16) = if (grouped)
+                    .{ .{ w[b].qs[0], w[b].qs[1], w[b].qs[2], w[b].qs[3] }, w[b].d }
+                else
+                    wideBlockQ4_0(w, b);
+                const dw: F32x16 = dh;
+                const asum8 = blockSums8(T, a_rows, b);
                 inline for (0..T) |t| {
                     const ab = &a_rows[t][b];
                     var lo: I32x16 = @splat(0);
@@ -788,7 +738,74 @@ fn Legacy(comptime kind: Kind) type {
             return acc;
         }
 
-        inline fn actGroup(ab: *align(1) const Act.Block, e: usize) i32 {
+        /// Block b of 16 Q4_0 rows, transposed so each u32 lane is one row: the 16 quant
+        /// bytes as 4 vectors (bytes 4k..4k+3 of each row in vector k) and the scales.
+        inline fn wideBlockQ4_0(w_rows: [16][]align(1) const Block, b: usize) struct { [4]wide.U32x16, @Vector(16, f16) } {
+            var h: [16]@Vector(4, u32) = undefined;
+            var dv: @Vector(16, f16) = undefined;
+            inline for (0..16) |r| {
+                const blk = &w_rows[r][b];
+                h[r] = @as(*align(1) const [4]u32, @ptrCast(&blk.qs)).*;
+                dv[r] = blk.d;
+            }
+            var h8: [8]@Vector(8, u32) = undefined;
+            inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
+            var g: [4]wide.U32x16 = undefined;
+            inline for (0..4) |i| g[i] = std.simd.join(h8[i], h8[i + 4]);
+            return .{ wide.runPlan(4, 2, wide.head_plan, g), dv };
+        }
+
+        /// 8·Σa of block b of each of the T activation rows (exact integers): read from
+        /// Q8_0S blocks; for Q8_0, a horizontal sum per token, or for T of 4 or 8, T/2
+        /// vpdpbusd against ones and a tree of even/odd shuffles and adds.
+        inline fn blockSums8(comptime T: usize, a_rows: anytype, b: usize) @Vector(T, i32) {
+            var out: @Vector(T, i32) = undefined;
+            if (comptime @hasField(@TypeOf(a_rows[0][0]), "sum")) {
+                inline for (0..T) |t| out[t] = 8 * @as(i32, a_rows[t][b].sum);
+                return out;
+            }
+            if (T != 4 and T != 8) {
+                inline for (0..T) |t| {
+                    const aq: @Vector(32, i8) = a_rows[t][b].qs;
+                    out[t] = 8 * @reduce(.Add, @as(@Vector(32, i32), aq));
+                }
+                return out;
+            }
+            const fold = comptime blk: {
+                var even: [16]i32 = undefined;
+                var odd: [16]i32 = undefined;
+                for (0..8) |k| {
+                    const ki: i32 = @intCast(k);
+                    even[k] = 2 * ki;
+                    odd[k] = 2 * ki + 1;
+                    even[8 + k] = -1 - 2 * ki;
+                    odd[8 + k] = -2 - 2 * ki;
+                }
+                break :blk .{ .even = even, .odd = odd };
+            };
+            const ones: wide.U32x16 = @splat(0x01010101);
+            // Σa of token t: lanes 8·(t % 2).. of v[t / 2] hold its 8 group sums; each
+            // fold level halves the lanes per token, token order kept, so in the end
+            // lane t holds token t's sum.
+            var v: [T / 2]I32x16 = undefined;
+            inline for (0..T / 2) |i| {
+                const q0: @Vector(8, u32) = @bitCast(a_rows[2 * i][b].qs);
+                const q1: @Vector(8, u32) = @bitCast(a_rows[2 * i + 1][b].qs);
+                v[i] = wide.dpbusd16(@splat(0), ones, @bitCast(std.simd.join(q0, q1)));
+            }
+            comptime var count = T / 2;
+            inline while (count > 1) : (count /= 2) {
+                inline for (0..count / 2) |m| v[m] = @shuffle(i32, v[2 * m], v[2 * m + 1], fold.even) +% @shuffle(i32, v[2 * m], v[2 * m + 1], fold.odd);
+            }
+            // One vector of T tokens × 16/T lanes: fold it into itself.
+            comptime var lanes_per_token = 16 / T;
+            var sums = v[0];
+            inline while (lanes_per_token > 1) : (lanes_per_token /= 2) sums = @shuffle(i32, sums, sums, fold.even) +% @shuffle(i32, sums, sums, fold.odd);
+            inline for (0..T) |t| out[t] = sums[t] << 3;
+            return out;
+        }
+
+        inline fn actGroup(ab: anytype, e: usize) i32 {
             return std.mem.readInt(i32, @as(*align(1) const [4]u8, @ptrCast(ab.qs[e..][0..4])), .little);
         }
 

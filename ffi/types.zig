@@ -19,6 +19,7 @@ const kquant = @import("quant_k.zig");
 const pool_zig = @import("pool.zig");
 const matmul_float = @import("matmul.zig");
 const matmul_quant = @import("matmul_quant.zig");
+const repack = @import("repack.zig");
 
 const Pool = pool_zig.Pool;
 const Status = pool_zig.Status;
@@ -60,13 +61,15 @@ pub const BF16 = struct {
     pub const quantizeRowRef = quant.convertF32ToBf16;
 };
 
-/// Every computable type. A new type is one namespace added here.
+/// Every computable type. A new type is one namespace added here. The interleaved
+/// layouts of repack.zig follow (the ones this target runs): entries too, but without
+/// row functions (`hasRows`).
 pub const entries = .{
     F32,           F16,         BF16,          quant.Q8_0,
     legacy.Q4_0,   legacy.Q4_1, legacy.Q5_0,   legacy.Q5_1,
     legacy.IQ4_NL, kquant.Q2_K, kquant.Q3_K,   kquant.Q4_K,
     kquant.Q5_K,   kquant.Q6_K, kquant.IQ4_XS,
-};
+} ++ repack.entries;
 
 comptime {
     // Ids are unique and every Block's size is a whole number of bytes per block.
@@ -94,6 +97,35 @@ pub fn fromId(id: u32) ?Type {
     return std.meta.intToEnum(Type, id) catch null;
 }
 
+/// True when rows of entry `E` are contiguous runs of blocks (every type but the
+/// interleaved layouts): row lookup, quantize and dequantize work on them.
+fn rowsOf(comptime E: type) bool {
+    return !@hasDecl(E, "interleave_rows");
+}
+
+/// True when tables of type `t` can be read by row (`getRows`).
+pub fn hasRows(t: Type) bool {
+    return switch (t) {
+        inline else => |tag| comptime rowsOf(Entry(tag)),
+    };
+}
+
+/// The row count of a matmul over type `t` must be a multiple of this.
+pub fn rowMultiple(t: Type) usize {
+    return switch (t) {
+        inline else => |tag| comptime if (rowsOf(Entry(tag))) 1 else Entry(tag).interleave_rows,
+    };
+}
+
+/// The interleaved layout of source type `t` for a `rows` × `cols` matrix on this
+/// target, or null (no layout, or rows not a multiple of its group).
+pub fn repackedOf(t: Type, rows: usize, cols: usize) ?Type {
+    inline for (repack.entries) |R| {
+        if (@intFromEnum(t) == R.Source.ggml_type and rows > 0 and rows % R.interleave_rows == 0 and cols > 0 and cols % R.block_elems == 0) return fromId(R.ggml_type).?;
+    }
+    return null;
+}
+
 /// Bytes of one row of `elements` elements of type `t`, or null when `elements` is
 /// not a whole number of blocks or the byte count would overflow.
 pub fn rowBytes(t: Type, elements: u64) ?u64 {
@@ -112,6 +144,7 @@ pub fn getRows(t: Type, out: [*]f32, table: [*]const u8, ids: [*]const i32, coun
     switch (t) {
         inline else => |tag| {
             const E = Entry(tag);
+            if (comptime !rowsOf(E)) unreachable; // refused by the graph's validation
             const blocks = row_length / E.block_elems;
             const rows: [*]align(1) const E.Block = @ptrCast(table);
             for (0..count) |i| {
@@ -205,11 +238,12 @@ export fn dotllm_type_info(id: u32, out: *TypeInfo) i32 {
 
 /// ggml's reference quantizer: `n` f32 into type `id` rows. 0, or -1 for a type that
 /// is not computable or `n` not a whole number of blocks.
-export fn dotllm_quantize_row(id: u32, x: [*]const f32, y: [*]u8, n: usize) i32 {
+pub export fn dotllm_quantize_row(id: u32, x: [*]const f32, y: [*]u8, n: usize) i32 {
     const t = fromId(id) orelse return -1;
     switch (t) {
         inline else => |tag| {
             const E = Entry(tag);
+            if (comptime !rowsOf(E)) return -1;
             if (n % E.block_elems != 0) return -1;
             const blocks: [*]align(1) E.Block = @ptrCast(y);
             E.quantizeRowRef(x[0..n], blocks[0 .. n / E.block_elems]);
@@ -224,12 +258,36 @@ export fn dotllm_dequantize_row(id: u32, x: [*]const u8, y: [*]f32, n: usize) i3
     switch (t) {
         inline else => |tag| {
             const E = Entry(tag);
+            if (comptime !rowsOf(E)) return -1;
             if (n % E.block_elems != 0) return -1;
             const blocks: [*]align(1) const E.Block = @ptrCast(x);
             E.dequantizeRow(blocks[0 .. n / E.block_elems], y[0..n]);
         },
     }
     return 0;
+}
+
+/// The id of the interleaved layout of a `rows` × `cols` matrix of type `id` on this
+/// target (its bytes: the source's), or -1 when there is none.
+pub export fn dotllm_repack_type(id: u32, rows: usize, cols: usize) i32 {
+    const t = fromId(id) orelse return -1;
+    const r = repackedOf(t, rows, cols) orelse return -1;
+    return @intCast(@intFromEnum(r));
+}
+
+/// Copies the `rows` × `cols` matrix of type `id` at `src` into its interleaved layout
+/// at `dst` (both `rowBytes(id, cols)·rows` bytes, not overlapping). Returns the
+/// layout's id, or -1 (no layout: `dotllm_repack_type` said so; nothing written).
+export fn dotllm_repack(id: u32, rows: usize, cols: usize, src: [*]const u8, dst: [*]u8) i32 {
+    const t = fromId(id) orelse return -1;
+    const r = repackedOf(t, rows, cols) orelse return -1;
+    inline for (repack.entries) |R| {
+        if (@intFromEnum(r) == R.ggml_type) {
+            R.repack(@ptrCast(src), @ptrCast(dst), rows, cols);
+            return @intCast(R.ggml_type);
+        }
+    }
+    unreachable;
 }
 
 // ---------------------------------------------------------------------------
@@ -267,6 +325,7 @@ test "getRows converts rows of every type" {
     for (&table, 0..) |*v, i| v.* = @sin(@as(f32, @floatFromInt(i)));
     const ids = [_]i32{ 2, 0 };
     inline for (entries) |E| {
+        if (comptime !rowsOf(E)) continue;
         var encoded: [3 * row / E.block_elems]E.Block = undefined;
         E.quantizeRowRef(&table, &encoded);
         var expected: [3 * row]f32 = undefined;

@@ -39,23 +39,40 @@ export function computableTypes(native: Native): ReadonlyMap<number, ComputableT
   let table = tables.get(native);
   if (table !== undefined) return table;
   const map = new Map<number, ComputableType>();
-  using info = native.alloc(TYPE_INFO_BYTES);
-  const words = new Uint32Array(info.buffer, 0, 2);
-  const nameBytes = new Uint8Array(info.buffer, 8, 12);
   for (const t of GGML_TYPES) {
-    if (native.fn.dotllm_type_info(t.id, info.address) !== 0) continue;
-    const end = nameBytes.indexOf(0);
-    const name = new TextDecoder().decode(nameBytes.subarray(0, end < 0 ? 12 : end));
-    map.set(t.id, { id: t.id, name, blockElems: words[0], blockBytes: words[1] });
+    const info = typeInfo(native, t.id);
+    if (info !== undefined) map.set(t.id, info);
   }
   table = map;
   tables.set(native, table);
   return table;
 }
 
-/** The computable type with id `id`, or undefined. */
+const layouts = new WeakMap<Native, Map<number, ComputableType | undefined>>();
+
+/**
+ * The computable type with id `id`, or undefined: a GGUF type, or one of the
+ * library's interleaved layouts (`ffi/repack.zig`; ids outside ggml's, that
+ * only load-time repacking produces).
+ */
 export function computableType(native: Native, id: number): ComputableType | undefined {
-  return computableTypes(native).get(id);
+  const t = computableTypes(native).get(id);
+  if (t !== undefined) return t;
+  let asked = layouts.get(native);
+  if (asked === undefined) layouts.set(native, asked = new Map());
+  if (!asked.has(id)) asked.set(id, typeInfo(native, id));
+  return asked.get(id);
+}
+
+function typeInfo(native: Native, id: number): ComputableType | undefined {
+  if (!Number.isInteger(id) || id < 0 || id > 0xffff_ffff) return undefined;
+  using info = native.alloc(TYPE_INFO_BYTES);
+  if (native.fn.dotllm_type_info(id, info.address) !== 0) return undefined;
+  const words = new Uint32Array(info.buffer, 0, 2);
+  const nameBytes = new Uint8Array(info.buffer, 8, 12);
+  const end = nameBytes.indexOf(0);
+  const name = new TextDecoder().decode(nameBytes.subarray(0, end < 0 ? 12 : end));
+  return { id, name, blockElems: words[0], blockBytes: words[1] };
 }
 
 /**

@@ -40,7 +40,7 @@ export { ModelError } from "./errors.ts";
 export type { CacheTypeId, ForwardOps } from "./ops.ts";
 export { type CacheType, KvCache } from "./kv_cache.ts";
 export { LlamaModel, type ModelOptions } from "./llama_model.ts";
-export { Model } from "./model.ts";
+export { Model, type ModelLoadOptions } from "./model.ts";
 export {
   bindLlamaWeights,
   bindWeights,

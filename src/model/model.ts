@@ -28,6 +28,20 @@ import { loadNative } from "../native/native.ts";
 import { type Architecture, architectureOf } from "./arch.ts";
 import { type ModelConfig, readModelConfig } from "./config.ts";
 import { bindWeights, type ModelWeights } from "./weights.ts";
+import { repackWeights } from "./repack.ts";
+import type { NativeBuffer } from "../native/native.ts";
+
+/** How a model loads. */
+export interface ModelLoadOptions {
+  /** The native library (default: {@linkcode loadNative}). */
+  readonly native?: Native;
+  /**
+   * Copy matmul weights into the library's interleaved layouts where this
+   * machine has one (default true; same results, faster decoding, the
+   * copied tensors' bytes in memory). False computes from the file's pages.
+   */
+  readonly repack?: boolean;
+}
 
 /** A model's mapping, config, architecture and weights. */
 export class Model {
@@ -41,15 +55,18 @@ export class Model {
   readonly layerRopeBases: Float64Array;
   /** The native library the weights' addresses belong to. */
   readonly native: Native;
+  /** Bytes of weights copied into interleaved layouts at load (0: none). */
+  readonly repackedBytes: number;
   readonly #file: MappedFile | undefined;
+  readonly #buffers: readonly NativeBuffer[];
   #closed = false;
 
   /** Maps and parses the GGUF file at `path` (throws `GgufError` / `ModelError`). */
-  static load(path: string, options: { native?: Native } = {}): Model {
+  static load(path: string, options: ModelLoadOptions = {}): Model {
     const native = options.native ?? loadNative();
     const file = native.mapFile(path);
     try {
-      return new Model(native, parseGguf(file.bytes), file.address, file);
+      return new Model(native, parseGguf(file.bytes), file.address, file, undefined, options);
     } catch (error) {
       file.close();
       throw error;
@@ -61,6 +78,7 @@ export class Model {
    * `base` (the caller keeps that memory alive; `file`, if given, is closed
    * by {@linkcode close}). `architecture` overrides the table's entry for
    * `general.architecture` (to try an entry before it joins the table).
+   * `options.repack` as for {@linkcode Model.load}.
    */
   constructor(
     native: Native,
@@ -68,13 +86,14 @@ export class Model {
     base: number,
     file?: MappedFile,
     architecture?: Architecture,
+    options: Pick<ModelLoadOptions, "repack"> = {},
   ) {
     this.native = native;
     this.gguf = gguf;
     this.#file = file;
     this.config = readModelConfig(gguf);
     this.architecture = architecture ?? architectureOf(this.config.architecture);
-    this.weights = bindWeights(gguf, this.config, base, computableTypes(native), this.architecture);
+    const bound = bindWeights(gguf, this.config, base, computableTypes(native), this.architecture);
     const c = this.config;
     this.layerWindows = Int32Array.from(
       { length: c.blockCount },
@@ -84,6 +103,13 @@ export class Model {
       { length: c.blockCount },
       (_, l) => this.architecture.layerRopeBase(c, l),
     );
+    // Last: nothing after it throws, so its buffers are owned before any error.
+    const repacked = options.repack === false
+      ? { weights: bound, buffers: [], sizeBytes: 0 }
+      : repackWeights(native, bound);
+    this.weights = repacked.weights;
+    this.#buffers = repacked.buffers;
+    this.repackedBytes = repacked.sizeBytes;
   }
 
   /** True once {@linkcode close} ran (the weights' addresses are gone). */
@@ -95,6 +121,7 @@ export class Model {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    for (const b of this.#buffers) b.free();
     this.#file?.close();
   }
 

@@ -29,7 +29,7 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 8;
+export const ABI_VERSION = 9;
 
 /** Every symbol of `ffi/`, by name. Keep in the order of the Zig files. */
 export const symbols = {
@@ -54,6 +54,8 @@ export const symbols = {
   dotllm_type_info: { args: ["u32", "ptr"], result: "i32" },
   dotllm_quantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
   dotllm_dequantize_row: { args: ["u32", "ptr", "ptr", "usize"], result: "i32" },
+  dotllm_repack_type: { args: ["u32", "usize", "usize"], result: "i32" },
+  dotllm_repack: { args: ["u32", "usize", "usize", "ptr", "ptr"], result: "i32" },
   // ffi/bandwidth.zig
   dotllm_bandwidth_read: { args: ["ptr", "ptr", "usize"], result: "u64" },
   // ffi/graph.zig

@@ -1,0 +1,124 @@
+//! Load-time interleaved layouts (llama.cpp's CPU_REPACK "extra buffer types"): a matrix
+//! whose rows come in groups of 16 can be stored with each 32-column block of a group's
+//! 16 rows transposed into one `WideGroup` (each u32 lane one row), the layout the
+//! source type's 16-row wide kernel otherwise builds with shuffles every time it reads a
+//! block. The repacked matrix has exactly its source's bytes, in another order.
+//!
+//! Each layout is an entry of the type table (`types.zig`) whose id is not a ggml id
+//! (`id_base` + the source's): it has the source's block accounting and the source's
+//! wide kernel (which accepts either layout and gives the same bits), and no row
+//! functions: its rows are not contiguous, so it cannot be looked up, dequantized or
+//! quantized by row, and a matmul over it needs a row count that is a multiple of 16
+//! (the graph checks both). TypeScript asks `dotllm_repack_type` at load which bound
+//! matrices have a layout here, and copies them with `dotllm_repack`.
+const std = @import("std");
+const legacy = @import("quant_legacy.zig");
+const act = @import("quant_act.zig");
+
+/// Ids of interleaved layouts: `id_base` + the source's ggml id. ggml's ids are below 64.
+pub const id_base: u32 = 0x100;
+
+/// Rows per interleaved group (the wide kernels' 16 u32 lanes).
+pub const group_rows: usize = 16;
+
+/// The interleaved entry of source type `S` (which declares `WideGroup`, `wideGroupOf`
+/// and a `vecDotWideRepacked` that takes `[]align(1) const WideGroup`), whose dot
+/// product reads activations in format `A` (the source's or an extension of it with the
+/// same quants: the bits are the source's).
+fn Interleaved(comptime S: type, comptime A: type) type {
+    comptime std.debug.assert(S.wide_rows == group_rows);
+    return struct {
+        pub const ggml_type: u32 = id_base + S.ggml_type;
+        pub const name = S.name ++ "x16";
+        pub const Source = S;
+        pub const block_elems = S.block_elems;
+        /// Per-row byte accounting (`rowBytes`): a matrix is as large as its source.
+        pub const Block = S.Block;
+        pub const Group = S.WideGroup;
+        pub const Act = A;
+        pub const interleave_rows = group_rows;
+        /// The matmul driver's 16-row tiles (matmul_quant.zig) take every row group.
+        pub const wide_rows = group_rows;
+        pub const repack_rows = group_rows;
+
+        pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: []align(1) const Group, a_rows: [T][]align(1) const Act.Block) [T][group_rows]f32 {
+            return S.vecDotWideRepacked(T, gemm, w, a_rows);
+        }
+
+        /// Copies a `rows` × `cols` matrix of the source type into this layout
+        /// (`rows % 16 == 0`, `cols % block_elems == 0`, checked by the caller).
+        pub fn repack(src: [*]align(1) const S.Block, dst: [*]align(1) Group, rows: usize, cols: usize) void {
+            std.debug.assert(rows % group_rows == 0 and cols % block_elems == 0);
+            const n = cols / block_elems;
+            for (0..rows / group_rows) |g| {
+                var w_rows: [group_rows][]align(1) const S.Block = undefined;
+                inline for (0..group_rows) |i| w_rows[i] = src[(g * group_rows + i) * n ..][0..n];
+                for (0..n) |b| dst[g * n + b] = S.wideGroupOf(w_rows, b);
+            }
+        }
+    };
+}
+
+/// Q4_0 interleaved (on AVX-512 VNNI, where Q4_0 has its 16-row kernel).
+pub const Q4_0x16 = Interleaved(legacy.Q4_0, act.Q8_0S);
+
+/// The entries of this target: layouts of sources whose wide kernel runs here.
+pub const entries = if (legacy.Q4_0.wide_rows == group_rows) .{Q4_0x16} else .{};
+
+// ---------------------------------------------------------------------------
+// Tests
+
+const testing = std.testing;
+const pool_zig = @import("pool.zig");
+const matmul_quant = @import("matmul_quant.zig");
+
+test "an interleaved matrix gives its source's bits for every token count and thread count" {
+    inline for (entries) |R| {
+        const S = R.Source;
+        const cols = 512;
+        const n = cols / S.block_elems;
+        var prng = std.Random.DefaultPrng.init(5);
+        const random = prng.random();
+        inline for (.{ 16, 48 }) |rows| {
+            var wf: [rows * cols]f32 = undefined;
+            for (&wf) |*v| v.* = random.float(f32) * 2 - 1;
+            var w: [rows * n]S.Block = undefined;
+            for (0..rows) |r| S.quantizeRowRef(wf[r * cols ..][0..cols], w[r * n ..][0..n]);
+            var packed_w: [rows / group_rows * n]R.Group = undefined;
+            R.repack(&w, &packed_w, rows, cols);
+            try testing.expectEqual(@sizeOf(@TypeOf(w)), @sizeOf(@TypeOf(packed_w)));
+            // GEMV, 1-3 token remainders, tiles of 4 and 8, and mixes (13 = 8+4+1).
+            inline for (.{ 1, 2, 3, 4, 5, 8, 13, 17 }) |tokens| {
+                var x: [tokens * cols]f32 = undefined;
+                for (&x) |*v| v.* = random.float(f32) * 2 - 1;
+                for (1..4) |threads| {
+                    const pool = try pool_zig.Pool.create(testing.allocator, @intCast(threads));
+                    defer pool.destroy(testing.allocator);
+                    try pool.reserve(testing.allocator, @max(matmul_quant.scratchBytes(S.Act, cols, tokens), matmul_quant.scratchBytes(R.Act, cols, tokens)));
+                    var want: [tokens * rows]f32 = @splat(std.math.nan(f32));
+                    var got: [tokens * rows]f32 = @splat(std.math.nan(f32));
+                    try testing.expectEqual(pool_zig.Status.ok, matmul_quant.matmul(S, pool, &want, &w, &x, rows, cols, tokens, false));
+                    try testing.expectEqual(pool_zig.Status.ok, matmul_quant.matmul(R, pool, &got, @ptrCast(&packed_w), &x, rows, cols, tokens, false));
+                    try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
+                }
+            }
+        }
+    }
+}
+
+test "the table offers a layout only for whole row groups, and refuses row functions for it" {
+    const types = @import("types.zig");
+    inline for (entries) |R| {
+        const src: u32 = R.Source.ggml_type;
+        try testing.expectEqual(@as(i32, @intCast(R.ggml_type)), types.dotllm_repack_type(src, 32, 64));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 24, 64));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 32, 48));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(R.ggml_type, 32, 64));
+        var x: [64]f32 = @splat(0);
+        var bytes: [64]u8 = undefined;
+        try testing.expectEqual(@as(i32, -1), types.dotllm_quantize_row(R.ggml_type, &x, &bytes, 64));
+        try testing.expect(!types.hasRows(types.fromId(R.ggml_type).?));
+        try testing.expectEqual(@as(usize, 16), types.rowMultiple(types.fromId(R.ggml_type).?));
+    }
+    try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(0, 32, 64)); // F32: none
+}
