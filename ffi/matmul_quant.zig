@@ -54,7 +54,7 @@ fn Job(comptime E: type) type {
             return job.w[r * blocks ..][0..blocks];
         }
 
-        /// Row group g of an interleaved entry (repack.zig): its 32-column groups.
+        /// Row group g of an interleaved entry (repack.zig): its groups, one per block column.
         fn weightGroup(job: *const @This(), g: usize) []align(1) const E.Group {
             const blocks = job.cols / E.block_elems;
             const groups: [*]align(1) const E.Group = @ptrCast(job.w);
@@ -259,8 +259,10 @@ fn wideRowGroup(comptime E: type, job: *const Job(E), r: usize) void {
 inline fn wideAt(comptime E: type, comptime T: usize, comptime gemm: bool, job: *const Job(E), r: usize, w_rows: anytype, t: usize) void {
     var a_rows: [T][]align(1) const E.Act.Block = undefined;
     inline for (0..T) |j| a_rows[j] = job.actRow(t + j);
-    // Entries whose repacked GEMM order equals the GEMV order declare no GEMM variant.
-    const sums = E.vecDotWideRepacked(T, gemm and @hasDecl(E, "vecDotRowsRepackedGemm"), w_rows, a_rows);
+    // Entries whose repacked GEMM order equals the GEMV order declare no GEMM variant
+    // (an interleaved entry sums in its source's orders).
+    const S = if (comptime interleaved(E)) E.Source else E;
+    const sums = E.vecDotWideRepacked(T, gemm and @hasDecl(S, "vecDotRowsRepackedGemm"), w_rows, a_rows);
     inline for (0..T) |j| {
         inline for (0..comptime wideRows(E)) |i| job.out[(t + j) * job.rows + r + i] = sums[j][i];
     }

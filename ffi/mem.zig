@@ -56,6 +56,21 @@ export fn dotllm_unmap_file(address: usize, size_bytes: usize) void {
     std.posix.munmap(ptr[0..size_bytes]);
 }
 
+/// Tells the kernel the pages wholly inside `[address, address + size_bytes)` of a file
+/// mapping will not be read again (their data was copied: load-time repacking), so
+/// they leave the process's resident set. A later read would fault them back in from
+/// the file: a hint, never a change to what the mapping holds. Pages shared with bytes
+/// outside the range are kept. No-op on Windows.
+export fn dotllm_release_pages(address: usize, size_bytes: usize) void {
+    if (builtin.os.tag == .windows or address == 0 or size_bytes == 0) return;
+    const page = std.heap.pageSize();
+    const begin = std.mem.alignForward(usize, address, page);
+    const end = std.mem.alignBackward(usize, address +| size_bytes, page);
+    if (end <= begin) return;
+    const ptr: [*]align(std.heap.page_size_min) u8 = @ptrFromInt(begin);
+    std.posix.madvise(ptr, end - begin, std.posix.MADV.DONTNEED) catch {};
+}
+
 fn mapErrorCode(err: anyerror) MapError {
     return switch (err) {
         error.FileNotFound, error.NotDir => .not_found,
@@ -139,6 +154,9 @@ test "map_file maps a file and reports a missing one" {
     try std.testing.expectEqual(@as(i32, 0), dotllm_map_file(path.ptr, path.len, &out));
     try std.testing.expectEqual(@as(u64, 8), out[1]);
     const bytes: [*]const u8 = @ptrFromInt(out[0]);
+    try std.testing.expectEqualSlices(u8, "GGUF1234", bytes[0..8]);
+    // Releasing pages keeps the mapping's contents (they come back from the file).
+    dotllm_release_pages(out[0], out[1]);
     try std.testing.expectEqualSlices(u8, "GGUF1234", bytes[0..8]);
     dotllm_unmap_file(out[0], out[1]);
     const missing = "/nonexistent/dotllm/w.bin";

@@ -1058,10 +1058,15 @@ pub const Q4_K = struct {
 
     /// 16 rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order, element
     /// [t][r] bit-identical to the one-row call (see `q4kWide`).
-    pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][quant_k_wide_rows]f32 {
-        if (T == 1 and !gemm) return .{q4kWideGemv(w_rows, a_rows[0])};
-        return q4kWide(T, gemm, w_rows, a_rows);
+    /// `w`: 16 row slices, or a slice of `WideGroup`s (the interleaved layout).
+    pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]align(1) const Act.Block) [T][quant_k_wide_rows]f32 {
+        if (T == 1 and !gemm) return .{q4kWideGemv(w, a_rows[0])};
+        return q4kWide(T, gemm, w, a_rows);
     }
+
+    /// The interleaved layout of 16 rows' block column (see `Q4KWideGroup`).
+    pub const WideGroup = Q4KWideGroup;
+    pub const wideGroupOf = q4kWideGroupOf;
 
     /// One row in the order of the repacked GEMM.
     pub fn vecDotRepackedGemm(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -1296,16 +1301,79 @@ inline fn group4(a: *align(1) const Q8_K.Block, e: usize) i32 {
     return std.mem.readInt(i32, @as(*align(1) const [4]u8, @ptrCast(a.qs[e..][0..4])), .little);
 }
 
-/// Block j's head of 16 Q4_K rows, transposed so each u32 lane is one row: d and dmin
-/// in f32, and the 12 scale bytes as 3 vectors (bytes 0-3, 4-7, 8-11 of each row).
-inline fn q4kWideHead(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, j: usize) struct { d: F32x16, dmin: F32x16, scales: [3]U32x16 } {
+/// Block j of 16 Q4_K rows as the wide kernels consume it, each u32 lane one row: the
+/// head (d|dmin, then scale bytes 0-3, 4-7, 8-11) and each quarter block's 8 vectors
+/// (`chunk_plan`'s order). `Interleaved` (repack.zig) stores matrices in this layout at
+/// load, one group per 16 rows × 256 columns, the same 2304 bytes as 16 blocks.
+pub const Q4KWideGroup = extern struct {
+    head: [4][16]u32,
+    qs: [4][8][16]u32,
+};
+comptime {
+    std.debug.assert(@sizeOf(Q4KWideGroup) == quant_k_wide_rows * 144);
+}
+
+/// The wide kernels read either 16 row slices (transposed here on the fly) or a slice
+/// of `Q4KWideGroup`s (loaded: the same vectors).
+fn q4kGrouped(comptime W: type) bool {
+    return W == []align(1) const Q4KWideGroup;
+}
+
+inline fn q4kWideCheck(w: anytype, n: usize) void {
+    if (comptime q4kGrouped(@TypeOf(w))) {
+        std.debug.assert(w.len == n);
+    } else inline for (0..quant_k_wide_rows) |r| std.debug.assert(w[r].len == n);
+}
+
+/// The first byte of the 16 rows' data (contiguous in either layout).
+inline fn q4kWideBase(w: anytype) [*]const u8 {
+    return if (comptime q4kGrouped(@TypeOf(w))) @ptrCast(w.ptr) else @ptrCast(w[0].ptr);
+}
+
+// (Group vectors are read as arrays: a @bitCast to vectors would let the compiler
+// assume vector alignment, and groups are only 4-byte aligned.)
+inline fn q4kWideHeadRaw(w: anytype, j: usize) [4]U32x16 {
+    if (comptime q4kGrouped(@TypeOf(w))) return .{ w[j].head[0], w[j].head[1], w[j].head[2], w[j].head[3] };
     var head: [4]U32x16 = undefined;
     var h: [16]@Vector(4, u32) = undefined;
-    inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][j])).*;
+    inline for (0..16) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w[r][j])).*;
     var h8: [8]@Vector(8, u32) = undefined;
     inline for (0..8) |i| h8[i] = std.simd.join(h[i], h[i + 8]);
     inline for (0..4) |i| head[i] = std.simd.join(h8[i], h8[i + 4]);
-    head = runPlan(4, 2, head_plan, head);
+    return runPlan(4, 2, head_plan, head);
+}
+
+/// Quarter block c (elements 64c..64c+63 of block j) of the 16 rows: 8 vectors, lane r
+/// of vector g holding row r's quant bytes 32c+4g..32c+4g+3.
+inline fn q4kWideChunk(w: anytype, j: usize, comptime c: usize) [8]U32x16 {
+    if (comptime q4kGrouped(@TypeOf(w))) {
+        var out: [8]U32x16 = undefined;
+        inline for (0..8) |g| out[g] = w[j].qs[c][g];
+        return out;
+    }
+    var q: [16]@Vector(8, u32) = undefined;
+    inline for (0..16) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w[r][j].qs[32 * c ..][0..32])).*;
+    var x: [8]U32x16 = undefined;
+    inline for (0..8) |i| x[i] = std.simd.join(q[i], q[i + 8]);
+    return runPlan(8, 3, chunk_plan, x);
+}
+
+/// Block j of 16 rows as one `Q4KWideGroup` (the load-time repack).
+fn q4kWideGroupOf(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, j: usize) Q4KWideGroup {
+    var out: Q4KWideGroup = undefined;
+    const head = q4kWideHeadRaw(w_rows, j);
+    inline for (0..4) |k| out.head[k] = head[k];
+    inline for (0..4) |c| {
+        const wt = q4kWideChunk(w_rows, j, c);
+        inline for (0..8) |g| out.qs[c][g] = wt[g];
+    }
+    return out;
+}
+
+/// Block j's head of 16 Q4_K rows, transposed so each u32 lane is one row: d and dmin
+/// in f32, and the 12 scale bytes as 3 vectors (bytes 0-3, 4-7, 8-11 of each row).
+inline fn q4kWideHead(w: anytype, j: usize) struct { d: F32x16, dmin: F32x16, scales: [3]U32x16 } {
+    const head = q4kWideHeadRaw(w, j);
     const dd = head[0];
     return .{
         .d = @floatCast(@as(@Vector(16, f16), @bitCast(@as(@Vector(16, u16), @truncate(dd))))),
@@ -1316,9 +1384,9 @@ inline fn q4kWideHead(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, j:
 
 /// 16 Q4_K rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order.
 /// out[t][r] is bit-identical to `vecDotRepacked` (or `vecDotRepackedGemm`) of row r, token t.
-fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
+fn q4kWide(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
     @setEvalBranchQuota(1_000_000);
-    if (gemm and T >= 4) return q4kWideGemm(T, w_rows, a_rows);
+    if (gemm and T >= 4) return q4kWideGemm(T, w, a_rows);
     const n = a_rows[0].len;
     var acc: [T]F32x16 = @splat(@splat(0));
     var acc_m: [T]F32x16 = @splat(@splat(0));
@@ -1327,7 +1395,7 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
     const group_bytes = quant_k_wide_rows * n * @sizeOf(Q4_K.Block);
     for (0..n) |j| {
         // d|dmin and the 12 scale bytes of the 16 rows, one u32 group per vector.
-        const head = q4kWideHead(w_rows, j);
+        const head = q4kWideHead(w, j);
         const d = head.d;
         const dmin = head.dmin;
         const s0, const s1, const s2 = head.scales;
@@ -1348,16 +1416,12 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
             };
             const sm_lo = scale.of(2 * c, s0, s1, s2);
             const sm_hi = scale.of(2 * c + 1, s0, s1, s2);
-            var q: [16]@Vector(8, u32) = undefined;
             if (T <= 2) {
                 // A GEMV streams the group's 16 rows: fetch the bytes a step of it
                 // consumes (a quarter block of each row), ahead in the matrix.
-                prefetchAhead(@ptrCast(w_rows[0].ptr), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
+                prefetchAhead(q4kWideBase(w), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
             }
-            inline for (0..16) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w_rows[r][j].qs[32 * c ..][0..32])).*;
-            var x: [8]U32x16 = undefined;
-            inline for (0..8) |i| x[i] = std.simd.join(q[i], q[i + 8]);
-            const wt = runPlan(8, 3, chunk_plan, x);
+            const wt = q4kWideChunk(w, j, c);
             inline for (0..T) |t| {
                 const ab = &a_rows[t][j];
                 var il: I32x16 = @splat(0);
@@ -1397,7 +1461,7 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w_rows: [quant_k_wide_rows][]
 /// to `vecDotRepackedGemm` of row r, token t. Per pair of sub-blocks the integer dots
 /// run in four independent vpdpbusd chains per token (exact: integer adds), and the
 /// scale and min products are in f32 (`gemmPairF32`).
-fn q4kWideGemm(comptime T: usize, w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
+fn q4kWideGemm(comptime T: usize, w: anytype, a_rows: [T][]align(1) const Q8_K.Block) [T][quant_k_wide_rows]f32 {
     @setEvalBranchQuota(1_000_000);
     const n = a_rows[0].len;
     var acc: [T]F32x16 = @splat(@splat(0));
@@ -1405,7 +1469,7 @@ fn q4kWideGemm(comptime T: usize, w_rows: [quant_k_wide_rows][]align(1) const Q4
     const low4: U32x16 = @splat(0x0F0F0F0F);
     for (0..n) |j| {
         // d|dmin and the 12 scale bytes of the 16 rows, one u32 group per vector.
-        const head = q4kWideHead(w_rows, j);
+        const head = q4kWideHead(w, j);
         const d = head.d;
         const dmin = head.dmin;
         const s0, const s1, const s2 = head.scales;
@@ -1422,11 +1486,7 @@ fn q4kWideGemm(comptime T: usize, w_rows: [quant_k_wide_rows][]align(1) const Q4
             const sm_lo = q4kWideScaleMin(2 * c, s0, s1, s2);
             const sm_hi = q4kWideScaleMin(2 * c + 1, s0, s1, s2);
             const scf: [4]F32x16 = .{ @floatFromInt(sm_lo[0]), @floatFromInt(sm_hi[0]), @floatFromInt(sm_lo[1]), @floatFromInt(sm_hi[1]) };
-            var q: [16]@Vector(8, u32) = undefined;
-            inline for (0..16) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w_rows[r][j].qs[32 * c ..][0..32])).*;
-            var x: [8]U32x16 = undefined;
-            inline for (0..8) |i| x[i] = std.simd.join(q[i], q[i + 8]);
-            const wt = runPlan(8, 3, chunk_plan, x);
+            const wt = q4kWideChunk(w, j, c);
             inline for (0..T) |t| {
                 const ab = &a_rows[t][j];
                 // Four chains of 4 (even and odd groups): the vpdpbusd latency hides.
@@ -1502,10 +1562,10 @@ inline fn dpwssd16(acc: I32x16, a: I16x32, b: I16x32) I32x16 {
 /// - the 8 scales and 8 mins of the 16 rows are unpacked bytewise from the transposed
 ///   12 scale bytes (ggml's kmask rules per byte), 4 per lane at once;
 /// - Σ min·bsum runs as 4 `vpdpwssd` of (min pair) × (bsum pair) per block.
-fn q4kWideGemv(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a: []align(1) const Q8_K.Block) [quant_k_wide_rows]f32 {
+fn q4kWideGemv(w: anytype, a: []align(1) const Q8_K.Block) [quant_k_wide_rows]f32 {
     @setEvalBranchQuota(1_000_000);
     const n = a.len;
-    inline for (0..quant_k_wide_rows) |r| std.debug.assert(w_rows[r].len == n);
+    q4kWideCheck(w, n);
     var acc: F32x16 = @splat(0);
     var acc_m: F32x16 = @splat(0);
     const low4: U32x16 = @splat(0x0F0F0F0F);
@@ -1513,7 +1573,7 @@ fn q4kWideGemv(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a: []alig
     const chunk_bytes = quant_k_wide_rows * @sizeOf(Q4_K.Block) / 4;
     const group_bytes = quant_k_wide_rows * n * @sizeOf(Q4_K.Block);
     for (0..n) |j| {
-        const head = q4kWideHead(w_rows, j);
+        const head = q4kWideHead(w, j);
         const d = head.d;
         const dmin = head.dmin;
         // Scale bytes q[0..12] of each row as 3 lanes; per byte k of a lane (ggml's
@@ -1538,12 +1598,8 @@ fn q4kWideGemv(w_rows: [quant_k_wide_rows][]align(1) const Q4_K.Block, a: []alig
         }
         var sum: I32x16 = @splat(0);
         inline for (0..4) |c| {
-            prefetchAhead(@ptrCast(w_rows[0].ptr), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
-            var q: [16]@Vector(8, u32) = undefined;
-            inline for (0..16) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w_rows[r][j].qs[32 * c ..][0..32])).*;
-            var x: [8]U32x16 = undefined;
-            inline for (0..8) |i| x[i] = std.simd.join(q[i], q[i + 8]);
-            const wt = runPlan(8, 3, chunk_plan, x);
+            prefetchAhead(q4kWideBase(w), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
+            const wt = q4kWideChunk(w, j, c);
             var il: I32x16 = @splat(0);
             var ih16: I32x16 = @splat(0);
             inline for (0..8) |g| {

@@ -1,5 +1,5 @@
 //! Load-time interleaved layouts (llama.cpp's CPU_REPACK "extra buffer types"): a matrix
-//! whose rows come in groups of 16 can be stored with each 32-column block of a group's
+//! whose rows come in groups of 16 can be stored with each block column of a group's
 //! 16 rows transposed into one `WideGroup` (each u32 lane one row), the layout the
 //! source type's 16-row wide kernel otherwise builds with shuffles every time it reads a
 //! block. The repacked matrix has exactly its source's bytes, in another order.
@@ -13,6 +13,7 @@
 //! matrices have a layout here, and copies them with `dotllm_repack`.
 const std = @import("std");
 const legacy = @import("quant_legacy.zig");
+const kquant = @import("quant_k.zig");
 const act = @import("quant_act.zig");
 
 /// Ids of interleaved layouts: `id_base` + the source's ggml id. ggml's ids are below 64.
@@ -22,7 +23,7 @@ pub const id_base: u32 = 0x100;
 pub const group_rows: usize = 16;
 
 /// The interleaved entry of source type `S` (which declares `WideGroup`, `wideGroupOf`
-/// and a `vecDotWideRepacked` that takes `[]align(1) const WideGroup`), whose dot
+/// and a `vecDotWideRepacked` that also takes `[]align(1) const WideGroup`), whose dot
 /// product reads activations in format `A` (the source's or an extension of it with the
 /// same quants: the bits are the source's).
 fn Interleaved(comptime S: type, comptime A: type) type {
@@ -61,9 +62,12 @@ fn Interleaved(comptime S: type, comptime A: type) type {
 
 /// Q4_0 interleaved (on AVX-512 VNNI, where Q4_0 has its 16-row kernel).
 pub const Q4_0x16 = Interleaved(legacy.Q4_0, act.Q8_0S);
+/// Q4_K interleaved (likewise); its activations are Q4_K's own Q8_K.
+pub const Q4_Kx16 = Interleaved(kquant.Q4_K, kquant.Q8_K);
 
 /// The entries of this target: layouts of sources whose wide kernel runs here.
-pub const entries = if (legacy.Q4_0.wide_rows == group_rows) .{Q4_0x16} else .{};
+pub const entries = (if (legacy.Q4_0.wide_rows == group_rows) .{Q4_0x16} else .{}) ++
+    (if (kquant.Q4_K.wide_rows == group_rows) .{Q4_Kx16} else .{});
 
 // ---------------------------------------------------------------------------
 // Tests
@@ -110,13 +114,14 @@ test "the table offers a layout only for whole row groups, and refuses row funct
     const types = @import("types.zig");
     inline for (entries) |R| {
         const src: u32 = R.Source.ggml_type;
-        try testing.expectEqual(@as(i32, @intCast(R.ggml_type)), types.dotllm_repack_type(src, 32, 64));
-        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 24, 64));
-        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 32, 48));
-        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(R.ggml_type, 32, 64));
-        var x: [64]f32 = @splat(0);
-        var bytes: [64]u8 = undefined;
-        try testing.expectEqual(@as(i32, -1), types.dotllm_quantize_row(R.ggml_type, &x, &bytes, 64));
+        const cols = 2 * R.block_elems;
+        try testing.expectEqual(@as(i32, @intCast(R.ggml_type)), types.dotllm_repack_type(src, 32, cols));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 24, cols));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 32, R.block_elems + 16));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(R.ggml_type, 32, cols));
+        var x: [cols]f32 = @splat(0);
+        var bytes: [2 * @sizeOf(R.Block)]u8 = undefined;
+        try testing.expectEqual(@as(i32, -1), types.dotllm_quantize_row(R.ggml_type, &x, &bytes, cols));
         try testing.expect(!types.hasRows(types.fromId(R.ggml_type).?));
         try testing.expectEqual(@as(usize, 16), types.rowMultiple(types.fromId(R.ggml_type).?));
     }

@@ -1,8 +1,8 @@
 /**
- * Load-time repacking (`src/model/repack.ts`, `ffi/repack.zig`): a Q4_0 model
- * (the quant ladder's SmolLM2 file) loaded with its matmul weights in the
- * interleaved layout gives bit-identical logits to the same file computed from
- * its own pages — a prompt batch (8-token GEMM tiles plus a remainder), then
+ * Load-time repacking (`src/model/repack.ts`, `ffi/repack.zig`): Q4_0 and
+ * Q4_K_M models (the quant ladder's SmolLM2 files) loaded with their Q4_0 /
+ * Q4_K matmul weights in the interleaved layouts give bit-identical logits to
+ * the same files computed from their own pages — a prompt batch (8-token GEMM tiles plus a remainder), then
  * decode steps of two sequences in one batch — at 1 and 2 threads; the kernels
  * refuse row lookups in that layout and matmuls over a partial row group.
  */
@@ -20,8 +20,12 @@ const features = native.fn.dotllm_cpu_features();
 const hasLayout = (features & CpuFeature.builtAvx512) !== 0 &&
   (features & CpuFeature.avx512vnni) !== 0;
 
-Deno.test("the table has a Q4_0 layout exactly on AVX-512 VNNI builds", () => {
+Deno.test("the table has Q4_0 and Q4_K layouts exactly on AVX-512 VNNI builds", () => {
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64) > 0, hasLayout);
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_K, 32, 256) > 0, hasLayout);
+  // Not for other types, nor for a partial row group.
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q6_K, 32, 256), -1);
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_K, 40, 256), -1);
 });
 
 /** Logits of a 13-token prompt on slot 0 and a 5-token one on slot 1, then 4 joint greedy steps. */
@@ -50,36 +54,45 @@ function run(model: Model, threads: number): Float32Array[] {
   return out;
 }
 
-Deno.test("a repacked Q4_0 model gives the file's logits bit for bit at 1 and 2 threads", async () => {
-  const path = await ladderFile("Q4_0");
-  using plain = Model.load(path, { repack: false });
-  using repacked = Model.load(path);
-  assert.equal(plain.repackedBytes, 0);
-  const layer = repacked.weights.layers[0];
-  if (hasLayout) {
-    // Every Q4_0 matmul of SmolLM2 has whole 16-row groups (576, 1536, 192 rows).
-    const q4 = plain.weights.layers.flatMap((
-      l,
-    ) => [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown])
-      .filter((w) => w?.type === GgmlType.Q4_0);
-    assert.ok(q4.length > 0);
-    assert.equal(repacked.repackedBytes, q4.reduce((s, w) => s + w!.sizeBytes, 0));
-    assert.notEqual(layer.wq!.type, GgmlType.Q4_0);
-    assert.notEqual(layer.wq!.address, plain.weights.layers[0].wq!.address);
-  } else {
-    assert.equal(repacked.repackedBytes, 0, "no interleaved layout without AVX-512 VNNI");
-  }
-  // The embedding (and the tied LM head, the same tensor) is looked up by row: never repacked.
-  assert.equal(repacked.weights.tokenEmbedding.type, plain.weights.tokenEmbedding.type);
-  assert.ok(repacked.weights.tiedOutput);
-  assert.equal(repacked.weights.output, repacked.weights.tokenEmbedding);
-  for (const threads of [1, 2]) {
-    const want = run(plain, threads);
-    const got = run(repacked, threads);
-    assert.equal(got.length, want.length);
-    got.forEach((g, i) => assertBitIdentical(g, want[i], `threads ${threads}, logits ${i}`));
-  }
-});
+/** The ladder files with interleaved layouts, and the source types their matmuls take them for. */
+const CASES = [
+  { type: "Q4_0", layouts: [GgmlType.Q4_0] },
+  // Q4_K_M mixes Q4_K (repacked) with Q6_K (not: no layout) matrices.
+  { type: "Q4_K_M", layouts: [GgmlType.Q4_K] },
+];
+
+for (const c of CASES) {
+  Deno.test(`a repacked ${c.type} model gives the file's logits bit for bit at 1 and 2 threads`, async () => {
+    const path = await ladderFile(c.type);
+    using plain = Model.load(path, { repack: false });
+    using repacked = Model.load(path);
+    assert.equal(plain.repackedBytes, 0);
+    const matmuls = (m: Model) =>
+      m.weights.layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown])
+        .filter((w) => w !== undefined);
+    if (hasLayout) {
+      // Every matmul of SmolLM2 has whole 16-row groups (576, 1536, 192 rows).
+      const sources = matmuls(plain).filter((w) => c.layouts.includes(w.type));
+      assert.ok(sources.length > 0);
+      assert.equal(repacked.repackedBytes, sources.reduce((s, w) => s + w.sizeBytes, 0));
+      const after = matmuls(repacked);
+      assert.ok(after.every((w) => !c.layouts.includes(w.type)), "every source matrix repacked");
+      assert.ok(after.some((w) => w.type === GgmlType.Q6_K) === (c.type === "Q4_K_M"));
+    } else {
+      assert.equal(repacked.repackedBytes, 0, "no interleaved layout without AVX-512 VNNI");
+    }
+    // The embedding (and the tied LM head, the same tensor) is looked up by row: never repacked.
+    assert.equal(repacked.weights.tokenEmbedding.type, plain.weights.tokenEmbedding.type);
+    assert.ok(repacked.weights.tiedOutput);
+    assert.equal(repacked.weights.output, repacked.weights.tokenEmbedding);
+    for (const threads of [1, 2]) {
+      const want = run(plain, threads);
+      const got = run(repacked, threads);
+      assert.equal(got.length, want.length);
+      got.forEach((g, i) => assertBitIdentical(g, want[i], `threads ${threads}, logits ${i}`));
+    }
+  });
+}
 
 Deno.test("the interleaved layout refuses row lookups and partial row groups", async (t) => {
   if (!hasLayout) return; // nothing to refuse: no layout on this build (checked above)

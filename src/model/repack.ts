@@ -1,13 +1,14 @@
 /**
  * Load-time repacking (llama.cpp's CPU_REPACK): matmul weights whose type has
- * an interleaved layout in the native type table (`ffi/repack.zig`: Q4_0 on
- * AVX-512 VNNI) are copied into it once, so the decode step reads each
+ * an interleaved layout in the native type table (`ffi/repack.zig`: Q4_0 and
+ * Q4_K on AVX-512 VNNI) are copied into it once, so the decode step reads each
  * 16-row block column as the kernel consumes it instead of transposing it
  * every token. The layout sums in the same order: logits keep their bits.
  *
  * The copies live in native buffers the {@linkcode Repacked} owns (as many
- * bytes as the tensors they replace; the file's pages are then not read by
- * the forward pass). Token embeddings are never repacked (rows are looked up
+ * bytes as the tensors they replace); the file's pages of those tensors are
+ * then released (`dotllm_release_pages`), so the resident set stays about
+ * the model's size. Token embeddings are never repacked (rows are looked up
  * by id), nor a tied LM head (it is the embedding).
  *
  * @module
@@ -42,6 +43,8 @@ export function repackWeights(native: Native, weights: ModelWeights): Repacked {
     }
     buffers.push(buffer);
     sizeBytes += w.sizeBytes;
+    // The file's pages of the tensor are not read again: out of the resident set.
+    native.fn.dotllm_release_pages(w.address, w.sizeBytes);
     return tagged({ ...w, type: id, address: buffer.address });
   };
   try {

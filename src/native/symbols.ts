@@ -42,6 +42,7 @@ export const symbols = {
   dotllm_free: { args: ["ptr", "usize"], result: "void" },
   dotllm_map_file: { args: ["ptr", "usize", "ptr"], result: "i32" },
   dotllm_unmap_file: { args: ["ptr", "usize"], result: "void" },
+  dotllm_release_pages: { args: ["ptr", "usize"], result: "void" },
   // ffi/pool.zig
   dotllm_pool_create: { args: ["u32"], result: "ptr" },
   dotllm_pool_destroy: { args: ["ptr"], result: "void" },
