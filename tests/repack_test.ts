@@ -13,6 +13,7 @@ import { Batch, Context, Model } from "../src/model/mod.ts";
 import { CpuFeature, loadNative } from "../src/native/mod.ts";
 import { assertBitIdentical } from "./_kernels.ts";
 import { ladderFile } from "./_quant_ladder.ts";
+import { runDeno } from "./_cli.ts";
 
 const native = loadNative();
 const features = native.fn.dotllm_cpu_features();
@@ -113,4 +114,15 @@ Deno.test("the interleaved layout refuses row lookups and partial row groups", a
   await t.step("row lookup is refused", () => {
     assert.throws(() => kernels.getRows(id, out.address, w.address, ids.address, 1, 64, 32));
   });
+});
+
+Deno.test("dotllm run --no-repack prints the same greedy text as the repacked default", async () => {
+  const path = await ladderFile("Q4_0");
+  const args = ["run", path, "-p", "The capital of France is", "-n", "12", "--temp", "0", "-q"];
+  const repacked = await runDeno(args);
+  const plain = await runDeno([...args, "--no-repack"]);
+  assert.equal(repacked.code, 0, repacked.stderr);
+  assert.equal(plain.code, 0, plain.stderr);
+  assert.ok(repacked.stdout.length > 0);
+  assert.equal(plain.stdout, repacked.stdout);
 });

@@ -20,6 +20,8 @@ export interface BenchCase {
   /** Prompt tokens (pp) or generated tokens (tg). */
   readonly tokenCount: number;
   readonly threads: number;
+  /** Weights repacked at load (llama-bench's `--repack`); default true. */
+  readonly repack?: boolean;
 }
 
 /** Tok/s statistics of one side of a cell. */
@@ -106,6 +108,7 @@ export function benchLlamaCpp(
     String(c.threads),
     "-r",
     String(repetitions),
+    ...(c.repack === false ? ["--repack", "0"] : []),
     "-o",
     "json",
   ];

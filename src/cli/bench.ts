@@ -24,6 +24,9 @@ Options:
   -n, --n-gen LIST         generation lengths (default 128; 0 for none)
   -t, --threads LIST       thread counts (default: every CPU)
   -r, --repetitions N      timed runs per test after one warm-up (default 5)
+      --no-repack          compute Q4_0/Q4_K matrices from the file's layout
+                           instead of repacking them at load (and run
+                           llama-bench with its repacking off too)
       --llama-bench PATH   also run this llama-bench on the same file and
                            settings, interleaved, with a ratio column
       --json               print one JSON array of
@@ -56,10 +59,12 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
   let modelLine = path;
   for (const threads of threadList) {
     const contextSize = Math.max(...prompts, ...gens);
+    const repack = values["no-repack"] !== true;
     const model = LlamaModel.load(path, {
       threads,
       contextSize,
       batchSize: 512,
+      repack,
     });
     try {
       const c = model.config;
@@ -67,8 +72,8 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
       modelLine = `${c.architecture} ${c.blockCount}L ${c.embeddingLength}d ` +
         `${model.weights.typeName} ${sizeMiB.toFixed(1)} MiB`;
       const cases: BenchCase[] = [
-        ...prompts.map((n) => ({ kind: "pp" as const, tokenCount: n, threads })),
-        ...gens.map((n) => ({ kind: "tg" as const, tokenCount: n, threads })),
+        ...prompts.map((n) => ({ kind: "pp" as const, tokenCount: n, threads, repack })),
+        ...gens.map((n) => ({ kind: "tg" as const, tokenCount: n, threads, repack })),
       ];
       for (const benchCase of cases) {
         const ours = benchModel(model, benchCase.kind, benchCase.tokenCount, repetitions);
@@ -105,6 +110,7 @@ export const benchCommand: Command = {
     threads: { type: "string", short: "t" },
     repetitions: { type: "string", short: "r" },
     "llama-bench": { type: "string" },
+    "no-repack": { type: "boolean" },
     json: { type: "boolean" },
   },
   run,

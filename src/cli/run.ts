@@ -43,6 +43,8 @@ Options:
   -c, --ctx-size N         context length; 0 = the model's (default min(model's, 4096))
   -b, --batch-size N       prompt tokens per batch (default 512)
       --cache-type T       KV cache type, f16 or f32 (default f16)
+      --no-repack          keep Q4_0/Q4_K weights in the file's layout (default:
+                           repack them at load where the CPU has a faster one)
       --stop S             stop before the string S (repeatable)
       --chat               the prompt is one user turn through the model's chat template
       --system TEXT        with --chat: a system message before it
@@ -64,6 +66,8 @@ interface RunArgs {
   cacheType: CacheType;
   stop: string[];
   echo: boolean;
+  /** Repack weights at load (`--no-repack` says no). */
+  repack: boolean;
   json: boolean;
   quiet: boolean;
   /** `--chat`: the prompt is one user turn (with `--system`) through this template (undefined: the model's). */
@@ -160,6 +164,7 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
     cacheType,
     stop,
     echo: values.echo === true,
+    repack: values["no-repack"] !== true,
     json: values.json === true,
     quiet: values.quiet === true,
   };
@@ -182,6 +187,7 @@ async function loadModel(args: RunArgs): Promise<Llm> {
       batchSize: args.batchSize,
       cacheType: args.cacheType,
       threads: args.threads,
+      repack: args.repack,
     });
   } catch (error) {
     if (
@@ -370,6 +376,7 @@ export const runCommand: Command = {
     "cache-type": { type: "string" },
     stop: { type: "string", multiple: true },
     echo: { type: "boolean" },
+    "no-repack": { type: "boolean" },
     chat: { type: "boolean" },
     system: { type: "string" },
     "chat-template": { type: "string" },

@@ -37,6 +37,8 @@ Options:
   -t, --threads N          threads; 0 = every CPU (default 0)
   -b, --batch-size N       most tokens per step: one per generating sequence, the rest
                            prefill chunks (default 256; >= --parallel)
+      --no-repack          keep Q4_0/Q4_K weights in the file's layout (default:
+                           repack them at load where the CPU has a faster one)
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)
       --queue N            requests that may wait for a slot before 503 (default ${DEFAULT_QUEUE_LIMIT})
@@ -133,6 +135,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
     contextSize: perSlot,
     threads,
     stepTokens,
+    repack: values["no-repack"] !== true,
   });
   const api = new ApiHandler({ backend, apiKey, cors, queueLimit, bodyLimitBytes, defaults });
   let server;
@@ -202,6 +205,7 @@ export const serveCommand: Command = {
     np: { type: "string" },
     "ctx-size": { type: "string", short: "c" },
     threads: { type: "string", short: "t" },
+    "no-repack": { type: "boolean" },
     "batch-size": { type: "string", short: "b" },
     "api-key": { type: "string" },
     cors: { type: "string" },

@@ -49,6 +49,12 @@ export interface LlmOptions {
   batchSize?: number;
   /** KV cache element type; default `"f16"` (as llama.cpp). */
   cacheType?: CacheType;
+  /**
+   * Copy Q4_0/Q4_K matmul weights into the library's interleaved layouts at
+   * load where this machine has them (default true: same output, faster
+   * decoding; llama.cpp's `--repack`).
+   */
+  repack?: boolean;
 }
 
 /** Options of {@linkcode Llm.generate}: the sampling parameters (llama.cpp's defaults) and limits. */
@@ -130,6 +136,7 @@ export class Llm {
       contextSize: options.contextSize,
       batchSize: options.batchSize,
       cacheType: options.cacheType,
+      repack: options.repack,
     });
     try {
       return new Llm(model, Tokenizer.fromGguf(model.gguf), options.threads ?? 0);

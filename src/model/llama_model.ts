@@ -29,6 +29,8 @@ import type { ModelWeights } from "./weights.ts";
 export interface ModelOptions extends Omit<ContextOptions, "slots" | "maxLogits"> {
   /** The native library; default {@linkcode loadNative}. */
   native?: Native;
+  /** Repack matmul weights at load (default true; see {@linkcode Model.load}). */
+  repack?: boolean;
 }
 
 /** A model with one sequence, ready to run. Not thread-safe. */
@@ -67,9 +69,10 @@ export class LlamaModel {
     options: ModelOptions = {},
   ) {
     let model: Model | undefined;
+    const { repack, ...contextOptions } = options;
     try {
-      model = new Model(native, gguf, base, file);
-      this.context = new Context(model, { ...options, slots: 1, maxLogits: 1 });
+      model = new Model(native, gguf, base, file, undefined, { repack });
+      this.context = new Context(model, { ...contextOptions, slots: 1, maxLogits: 1 });
     } catch (error) {
       if (model) model.close();
       else file?.close();

@@ -34,6 +34,8 @@ export interface ContextEngineOptions {
   /** KV cache type; default "f16". */
   cacheType?: "f16" | "f32";
   native?: Native;
+  /** Repack matmul weights at load (default true; see `Model.load`). */
+  repack?: boolean;
 }
 
 /** A model and a multi-slot context, as the scheduler drives them. */
@@ -49,7 +51,7 @@ export class ContextEngine implements Engine {
 
   /** Maps `path` and creates the context; throws the loader's error for a bad file. */
   static load(path: string, options: ContextEngineOptions = {}): ContextEngine {
-    const model = Model.load(path, { native: options.native });
+    const model = Model.load(path, { native: options.native, repack: options.repack });
     try {
       return new ContextEngine(model, options);
     } catch (error) {

@@ -22,6 +22,8 @@ export interface LoadOptions {
   threads: number;
   /** Most tokens per scheduler step; default 256. */
   stepTokens?: number;
+  /** Repack matmul weights at load (`--no-repack` says no); default true. */
+  repack?: boolean;
   /**
    * In the model Worker: a counter (on a SharedArrayBuffer) of messages
    * posted to it and not yet received, which the step loop waits on between
@@ -46,6 +48,7 @@ export async function loadBackend(
     contextSize: options.contextSize,
     threads: options.threads,
     batchSize: Math.max(options.stepTokens ?? 256, options.slots),
+    repack: options.repack,
   });
   try {
     const tokenizer = Tokenizer.fromGguf(engine.gguf);
