@@ -37,77 +37,58 @@ pub inline fn quantizeBlockX86(x: *const [qk]f32, qs: *[qk]i8) struct { d: f32, 
     return .{ .d = d, .sum = @reduce(.Add, q) };
 }
 
-/// ggml's block_q8_0: f16 scale, 32 int8 quants (34 bytes).
-pub const Q8_0 = struct {
-    pub const name = "q8_0";
-    pub const block_elems: usize = qk;
-    pub const Block = extern struct {
-        d: f16,
-        qs: [qk]i8,
-    };
-    comptime {
-        std.debug.assert(@sizeOf(Block) == 34);
-    }
-
-    /// Quantizes one f32 row (len % 32 == 0) as llama.cpp's x86 `quantize_row_q8_0`.
-    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
-        std.debug.assert(x.len == y.len * qk);
-        for (y, 0..) |*block, b| {
-            const r = quantizeBlockX86(x[b * qk ..][0..qk], &block.qs);
-            block.d = @floatCast(r.d);
-        }
-    }
+/// What an activation block stores beside d and its 32 quants.
+const Extra = enum {
+    /// Nothing (ggml's block_q8_0).
+    none,
+    /// s = f16(d · Σq), d the unrounded f32 scale (ggml's block_q8_1).
+    d_sum,
+    /// The integer Σq (Q8_0S).
+    sum,
 };
+
+/// An activation format of 32-element blocks quantized by `quantizeBlockX86` (the x86
+/// `quantize_row_q8_0` / `quantize_row_q8_1`), with `extra` beside d, `size_bytes` a block.
+fn Q8(comptime format_name: []const u8, comptime extra: Extra, comptime size_bytes: usize) type {
+    return struct {
+        pub const name = format_name;
+        pub const block_elems: usize = qk;
+        pub const Block = switch (extra) {
+            .none => extern struct { d: f16, qs: [qk]i8 },
+            .d_sum => extern struct { d: f16, s: f16, qs: [qk]i8 },
+            .sum => extern struct { d: f16, sum: i16, qs: [qk]i8 },
+        };
+        comptime {
+            std.debug.assert(@sizeOf(Block) == size_bytes);
+        }
+
+        /// Quantizes one f32 row (len % 32 == 0) as llama.cpp's x86 quantizer.
+        pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
+            std.debug.assert(x.len == y.len * qk);
+            for (y, 0..) |*block, b| {
+                const r = quantizeBlockX86(x[b * qk ..][0..qk], &block.qs);
+                block.d = @floatCast(r.d);
+                switch (extra) {
+                    .none => {},
+                    .d_sum => block.s = @floatCast(r.d * @as(f32, @floatFromInt(r.sum))),
+                    // |Σq| ≤ 32·127 fits the i16.
+                    .sum => block.sum = @intCast(r.sum),
+                }
+            }
+        }
+    };
+}
+
+/// ggml's block_q8_0: f16 scale, 32 int8 quants (34 bytes).
+pub const Q8_0 = Q8("q8_0", .none, 34);
 
 /// ggml's block_q8_1: f16 scale d, f16 s = d·Σq, 32 int8 quants (36 bytes). The
 /// Q4_1/Q5_1 dot products use s for their min term.
-pub const Q8_1 = struct {
-    pub const name = "q8_1";
-    pub const block_elems: usize = qk;
-    pub const Block = extern struct {
-        d: f16,
-        s: f16,
-        qs: [qk]i8,
-    };
-    comptime {
-        std.debug.assert(@sizeOf(Block) == 36);
-    }
+pub const Q8_1 = Q8("q8_1", .d_sum, 36);
 
-    /// Quantizes one f32 row (len % 32 == 0) as llama.cpp's x86 `quantize_row_q8_1`
-    /// (s = f16(d · Σq) with d the unrounded f32 scale).
-    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
-        std.debug.assert(x.len == y.len * qk);
-        for (y, 0..) |*block, b| {
-            const r = quantizeBlockX86(x[b * qk ..][0..qk], &block.qs);
-            block.d = @floatCast(r.d);
-            block.s = @floatCast(r.d * @as(f32, @floatFromInt(r.sum)));
-        }
-    }
-};
-
-/// Q8_0 with Σq (not a ggml format): the same d and quants as `Q8_0.quantizeRow`, so a
-/// dot product over it has Q8_0's bits. |Σq| ≤ 32·127 fits the i16.
-pub const Q8_0S = struct {
-    pub const name = "q8_0s";
-    pub const block_elems: usize = qk;
-    pub const Block = extern struct {
-        d: f16,
-        sum: i16,
-        qs: [qk]i8,
-    };
-    comptime {
-        std.debug.assert(@sizeOf(Block) == 36);
-    }
-
-    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
-        std.debug.assert(x.len == y.len * qk);
-        for (y, 0..) |*block, b| {
-            const r = quantizeBlockX86(x[b * qk ..][0..qk], &block.qs);
-            block.d = @floatCast(r.d);
-            block.sum = @intCast(r.sum);
-        }
-    }
-};
+/// Q8_0 with the integer Σq (not a ggml format; 36 bytes): the same d and quants as
+/// Q8_0, so a dot product over it has Q8_0's bits.
+pub const Q8_0S = Q8("q8_0s", .sum, 36);
 
 // ---------------------------------------------------------------------------
 // Tests
