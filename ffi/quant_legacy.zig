@@ -667,19 +667,23 @@ fn Legacy(comptime kind: Kind) type {
             return out;
         }
 
-        /// Rows per `vecDotWideRepacked` call: Q4_0 on AVX-512 VNNI (0 otherwise).
-        pub const wide_rows: usize = if (kind == .q4_0 and has_vnni_path) 16 else 0;
+        /// The types with a 16-row wide kernel (one u32 lane per row): Q4_0 and IQ4_NL,
+        /// the two llama.cpp repacks, whose repacked order is one fma per block per row.
+        const has_wide = kind == .q4_0 or kind == .iq4_nl;
 
-        /// Block b of 16 Q4_0 rows as the wide kernel consumes it, each u32 lane one row:
+        /// Rows per `vecDotWideRepacked` call: Q4_0 and IQ4_NL on AVX-512 VNNI (0 otherwise).
+        pub const wide_rows: usize = if (has_wide and has_vnni_path) 16 else 0;
+
+        /// Block b of 16 Q4_0 (or IQ4_NL) rows as the wide kernel consumes it, each u32 lane one row:
         /// the 16 quant bytes as 4 vectors (bytes 4k..4k+3 of each row in vector k) and
         /// the 16 scales. `Interleaved` (repack.zig) stores matrices in this layout at
         /// load, one group per 16 rows × 32 columns, the same 288 bytes as 16 blocks.
-        pub const WideGroup = if (kind == .q4_0) extern struct {
+        pub const WideGroup = if (has_wide) extern struct {
             d: [16]f16,
             qs: [4][16]u32,
         } else void;
         comptime {
-            if (kind == .q4_0) std.debug.assert(@sizeOf(WideGroup) == 16 * @sizeOf(Block));
+            if (has_wide) std.debug.assert(@sizeOf(WideGroup) == 16 * @sizeOf(Block));
         }
 
         /// Writes block b of rows `w_rows` as one `WideGroup` (the load-time repack).
@@ -690,17 +694,20 @@ fn Legacy(comptime kind: Kind) type {
             return out;
         }
 
-        /// 16 Q4_0 rows × T tokens in the repacked order (GEMV and GEMM sum alike, so
-        /// `gemm` changes nothing). `w` is either 16 row slices, whose block columns are
-        /// transposed on the fly (`wideBlockQ4_0`, as llama.cpp's load-time interleave
-        /// gives its repacked kernels), or a slice of `WideGroup`s already in that
-        /// layout; `a_rows` Q8_0 or Q8_0S activations (the latter carry Σa). One
-        /// `vpdpbusd` per 4-byte activation group advances all 16 exact row sums,
-        /// Σ(q − 8)·a = Σq·a − 8·Σa, then one vector fma acc = fma(sum, dw·da, acc) per
-        /// token: element [t][r] is bit-identical to `vecDotRepacked(row r, a_rows[t])`
-        /// whatever `w` and the activation format.
+        /// 16 Q4_0 or IQ4_NL rows × T tokens in the repacked order (GEMV and GEMM sum
+        /// alike, so `gemm` changes nothing). `w` is either 16 row slices, whose block
+        /// columns are transposed on the fly (`wideBlockQ4_0`, as llama.cpp's load-time
+        /// interleave gives its repacked kernels), or a slice of `WideGroup`s already in
+        /// that layout; `a_rows` Q8_0 or Q8_0S activations (the latter carry Σa). Each
+        /// code becomes an unsigned byte u = value + `wide_offset` (Q4_0: the nibble;
+        /// IQ4_NL: its codebook value + 128, by vpshufb), one `vpdpbusd` per 4-byte
+        /// activation group advances all 16 exact row sums, Σvalue·a = Σu·a −
+        /// offset·Σa, then one vector fma acc = fma(sum, dw·da, acc) per token: element
+        /// [t][r] is bit-identical to `vecDotRepacked(row r, a_rows[t])` whatever `w`
+        /// and the activation format (IQ4_NL's odd last block included: its scalar
+        /// step is the same fma).
         pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: anytype) [T][16]f32 {
-            comptime std.debug.assert(kind == .q4_0 and has_vnni_path);
+            comptime std.debug.assert(has_wide and has_vnni_path);
             _ = gemm;
             const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
             const n = a_rows[0].len;
@@ -721,14 +728,26 @@ fn Legacy(comptime kind: Kind) type {
                 else
                     wideBlockQ4_0(w, b);
                 const dw: F32x16 = dh;
-                const asum8 = blockSums8(T, a_rows, b);
+                // The unsigned byte each code stands for: Q4_0's q (value q − 8), IQ4_NL's
+                // codebook value + 128 (vpshufb per 16-byte lane).
+                var u_lo: [4]wide.U32x16 = undefined;
+                var u_hi: [4]wide.U32x16 = undefined;
+                inline for (0..4) |k| {
+                    u_lo[k] = g[k] & low4;
+                    u_hi[k] = (g[k] >> @splat(4)) & low4;
+                    if (kind == .iq4_nl) {
+                        u_lo[k] = @bitCast(pshufb64(iq4nl_table_u8, @bitCast(u_lo[k])));
+                        u_hi[k] = @bitCast(pshufb64(iq4nl_table_u8, @bitCast(u_hi[k])));
+                    }
+                }
+                const asum8 = blockSumsTimes(T, wide_offset, a_rows, b);
                 inline for (0..T) |t| {
                     const ab = &a_rows[t][b];
                     var lo: I32x16 = @splat(0);
                     var hi: I32x16 = @splat(0);
                     inline for (0..4) |k| {
-                        lo = wide.dpbusd16(lo, g[k] & low4, @splat(actGroup(ab, 4 * k)));
-                        hi = wide.dpbusd16(hi, (g[k] >> @splat(4)) & low4, @splat(actGroup(ab, 16 + 4 * k)));
+                        lo = wide.dpbusd16(lo, u_lo[k], @splat(actGroup(ab, 4 * k)));
+                        hi = wide.dpbusd16(hi, u_hi[k], @splat(actGroup(ab, 16 + 4 * k)));
                     }
                     const sumi = (lo +% hi) -% @as(I32x16, @splat(asum8[t]));
                     const da: F32x16 = @splat(@as(f32, ab.d));
@@ -755,19 +774,22 @@ fn Legacy(comptime kind: Kind) type {
             return .{ wide.runPlan(4, 2, wide.head_plan, g), dv };
         }
 
-        /// 8·Σa of block b of each of the T activation rows (exact integers): read from
+        /// The wide kernel's byte offset: value = unsigned byte − `wide_offset`.
+        const wide_offset: i32 = if (kind == .iq4_nl) 128 else 8;
+
+        /// factor·Σa of block b of each of the T activation rows (exact integers): read from
         /// Q8_0S blocks; for Q8_0, a horizontal sum per token, or for T of 4 or 8, T/2
         /// vpdpbusd against ones and a tree of even/odd shuffles and adds.
-        inline fn blockSums8(comptime T: usize, a_rows: anytype, b: usize) @Vector(T, i32) {
+        inline fn blockSumsTimes(comptime T: usize, comptime factor: i32, a_rows: anytype, b: usize) @Vector(T, i32) {
             var out: @Vector(T, i32) = undefined;
             if (comptime @hasField(@TypeOf(a_rows[0][0]), "sum")) {
-                inline for (0..T) |t| out[t] = 8 * @as(i32, a_rows[t][b].sum);
+                inline for (0..T) |t| out[t] = factor * @as(i32, a_rows[t][b].sum);
                 return out;
             }
             if (T != 4 and T != 8) {
                 inline for (0..T) |t| {
                     const aq: @Vector(32, i8) = a_rows[t][b].qs;
-                    out[t] = 8 * @reduce(.Add, @as(@Vector(32, i32), aq));
+                    out[t] = factor * @reduce(.Add, @as(@Vector(32, i32), aq));
                 }
                 return out;
             }
@@ -801,7 +823,7 @@ fn Legacy(comptime kind: Kind) type {
             comptime var lanes_per_token = 16 / T;
             var sums = v[0];
             inline while (lanes_per_token > 1) : (lanes_per_token /= 2) sums = @shuffle(i32, sums, sums, fold.even) +% @shuffle(i32, sums, sums, fold.odd);
-            inline for (0..T) |t| out[t] = sums[t] << 3;
+            inline for (0..T) |t| out[t] = factor * sums[t];
             return out;
         }
 

@@ -62,11 +62,14 @@ fn Interleaved(comptime S: type, comptime A: type) type {
 
 /// Q4_0 interleaved (on AVX-512 VNNI, where Q4_0 has its 16-row kernel).
 pub const Q4_0x16 = Interleaved(legacy.Q4_0, act.Q8_0S);
+/// IQ4_NL interleaved (likewise; the same layout as Q4_0's).
+pub const IQ4_NLx16 = Interleaved(legacy.IQ4_NL, act.Q8_0S);
 /// Q4_K interleaved (likewise); its activations are Q4_K's own Q8_K.
 pub const Q4_Kx16 = Interleaved(kquant.Q4_K, kquant.Q8_K);
 
 /// The entries of this target: layouts of sources whose wide kernel runs here.
 pub const entries = (if (legacy.Q4_0.wide_rows == group_rows) .{Q4_0x16} else .{}) ++
+    (if (legacy.IQ4_NL.wide_rows == group_rows) .{IQ4_NLx16} else .{}) ++
     (if (kquant.Q4_K.wide_rows == group_rows) .{Q4_Kx16} else .{});
 
 // ---------------------------------------------------------------------------
@@ -77,9 +80,11 @@ const pool_zig = @import("pool.zig");
 const matmul_quant = @import("matmul_quant.zig");
 
 test "an interleaved matrix gives its source's bits for every token count and thread count" {
+    @setEvalBranchQuota(10_000);
     inline for (entries) |R| {
         const S = R.Source;
-        const cols = 512;
+        // Legacy types: 15 blocks (IQ4_NL's odd last block); K-quants: 2.
+        const cols = if (S.block_elems == 32) 480 else 512;
         const n = cols / S.block_elems;
         var prng = std.Random.DefaultPrng.init(5);
         const random = prng.random();

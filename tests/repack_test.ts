@@ -1,7 +1,7 @@
 /**
- * Load-time repacking (`src/model/repack.ts`, `ffi/repack.zig`): Q4_0 and
- * Q4_K_M models (the quant ladder's SmolLM2 files) loaded with their Q4_0 /
- * Q4_K matmul weights in the interleaved layouts give bit-identical logits to
+ * Load-time repacking (`src/model/repack.ts`, `ffi/repack.zig`): Q4_0, IQ4_NL
+ * and Q4_K_M models (the quant ladder's SmolLM2 files) loaded with their Q4_0 /
+ * IQ4_NL / Q4_K matmul weights in the interleaved layouts give bit-identical logits to
  * the same files computed from their own pages — a prompt batch (8-token GEMM tiles plus a remainder), then
  * decode steps of two sequences in one batch — at 1 and 2 threads; the kernels
  * refuse row lookups in that layout and matmuls over a partial row group.
@@ -21,8 +21,9 @@ const features = native.fn.dotllm_cpu_features();
 const hasLayout = (features & CpuFeature.builtAvx512) !== 0 &&
   (features & CpuFeature.avx512vnni) !== 0;
 
-Deno.test("the table has Q4_0 and Q4_K layouts exactly on AVX-512 VNNI builds", () => {
+Deno.test("the table has Q4_0, IQ4_NL and Q4_K layouts exactly on AVX-512 VNNI builds", () => {
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64) > 0, hasLayout);
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.IQ4_NL, 32, 64) > 0, hasLayout);
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_K, 32, 256) > 0, hasLayout);
   // Not for other types, nor for a partial row group.
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q6_K, 32, 256), -1);
@@ -58,6 +59,7 @@ function run(model: Model, threads: number): Float32Array[] {
 /** The ladder files with interleaved layouts, and the source types their matmuls take them for. */
 const CASES = [
   { type: "Q4_0", layouts: [GgmlType.Q4_0] },
+  { type: "IQ4_NL", layouts: [GgmlType.IQ4_NL] },
   // Q4_K_M mixes Q4_K (repacked) with Q6_K (not: no layout) matrices.
   { type: "Q4_K_M", layouts: [GgmlType.Q4_K] },
 ];

@@ -24,7 +24,7 @@ Options:
   -n, --n-gen LIST         generation lengths (default 128; 0 for none)
   -t, --threads LIST       thread counts (default: every CPU)
   -r, --repetitions N      timed runs per test after one warm-up (default 5)
-      --no-repack          compute Q4_0/Q4_K matrices from the file's layout
+      --no-repack          compute Q4_0/IQ4_NL/Q4_K matrices from the file's layout
                            instead of repacking them at load (and run
                            llama-bench with its repacking off too)
       --llama-bench PATH   also run this llama-bench on the same file and

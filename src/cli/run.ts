@@ -43,7 +43,7 @@ Options:
   -c, --ctx-size N         context length; 0 = the model's (default min(model's, 4096))
   -b, --batch-size N       prompt tokens per batch (default 512)
       --cache-type T       KV cache type, f16 or f32 (default f16)
-      --no-repack          keep Q4_0/Q4_K weights in the file's layout (default:
+      --no-repack          keep Q4_0/IQ4_NL/Q4_K weights as in the file (default:
                            repack them at load where the CPU has a faster one)
       --stop S             stop before the string S (repeatable)
       --chat               the prompt is one user turn through the model's chat template

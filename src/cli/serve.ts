@@ -37,7 +37,7 @@ Options:
   -t, --threads N          threads; 0 = every CPU (default 0)
   -b, --batch-size N       most tokens per step: one per generating sequence, the rest
                            prefill chunks (default 256; >= --parallel)
-      --no-repack          keep Q4_0/Q4_K weights in the file's layout (default:
+      --no-repack          keep Q4_0/IQ4_NL/Q4_K weights as in the file (default:
                            repack them at load where the CPU has a faster one)
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)

@@ -50,7 +50,7 @@ export interface LlmOptions {
   /** KV cache element type; default `"f16"` (as llama.cpp). */
   cacheType?: CacheType;
   /**
-   * Copy Q4_0/Q4_K matmul weights into the library's interleaved layouts at
+   * Copy Q4_0/IQ4_NL/Q4_K matmul weights into the library's interleaved layouts at
    * load where this machine has them (default true: same output, faster
    * decoding; llama.cpp's `--repack`).
    */

@@ -1,7 +1,7 @@
 /**
  * Load-time repacking (llama.cpp's CPU_REPACK): matmul weights whose type has
- * an interleaved layout in the native type table (`ffi/repack.zig`: Q4_0 and
- * Q4_K on AVX-512 VNNI) are copied into it once, so the decode step reads each
+ * an interleaved layout in the native type table (`ffi/repack.zig`: Q4_0,
+ * IQ4_NL and Q4_K on AVX-512 VNNI) are copied into it once, so the decode step reads each
  * 16-row block column as the kernel consumes it instead of transposing it
  * every token. The layout sums in the same order: logits keep their bits.
  *
