@@ -671,8 +671,15 @@ fn Legacy(comptime kind: Kind) type {
         /// the two llama.cpp repacks, whose repacked order is one fma per block per row.
         const has_wide = kind == .q4_0 or kind == .iq4_nl;
 
-        /// Rows per `vecDotWideRepacked` call: Q4_0 and IQ4_NL on AVX-512 VNNI (0 otherwise).
-        pub const wide_rows: usize = if (has_wide and has_vnni_path) 16 else 0;
+        /// Q4_1's load-time layout: 4-row groups for its VNNI tile (quant_q4_1_tile.zig).
+        /// llama.cpp does not repack Q4_1; the layout only saves the tile its per-row
+        /// gathers and shuffles, and it sums in `vecDot`'s order.
+        const has_groups = kind == .q4_1 and has_vnni_path and q4_1_tile.available;
+
+        /// Rows per `vecDotWideRepacked` call: Q4_0 and IQ4_NL on AVX-512 VNNI (16), Q4_1
+        /// there (4; only in its interleaved layout, as it has no `repack_rows`), 0
+        /// otherwise.
+        pub const wide_rows: usize = if (has_wide and has_vnni_path) 16 else if (has_groups) q4_1_tile.rows else 0;
 
         /// Block b of 16 Q4_0 (or IQ4_NL) rows as the wide kernel consumes it, each u32 lane one row:
         /// the 16 quant bytes as 4 vectors (bytes 4k..4k+3 of each row in vector k) and
@@ -681,13 +688,14 @@ fn Legacy(comptime kind: Kind) type {
         pub const WideGroup = if (has_wide) extern struct {
             d: [16]f16,
             qs: [4][16]u32,
-        } else void;
+        } else if (has_groups) q4_1_tile.Group else void;
         comptime {
             if (has_wide) std.debug.assert(@sizeOf(WideGroup) == 16 * @sizeOf(Block));
         }
 
         /// Writes block b of rows `w_rows` as one `WideGroup` (the load-time repack).
-        pub fn wideGroupOf(w_rows: [16][]align(1) const Block, b: usize) WideGroup {
+        pub fn wideGroupOf(w_rows: [wide_rows][]align(1) const Block, b: usize) WideGroup {
+            if (comptime has_groups) return q4_1_tile.groupOf(Block, w_rows, b);
             const g, const dv = wideBlockQ4_0(w_rows, b);
             var out: WideGroup = .{ .d = dv, .qs = undefined };
             inline for (0..4) |k| out.qs[k] = g[k];
@@ -706,9 +714,12 @@ fn Legacy(comptime kind: Kind) type {
         /// [t][r] is bit-identical to `vecDotRepacked(row r, a_rows[t])` whatever `w`
         /// and the activation format (IQ4_NL's odd last block included: its scalar
         /// step is the same fma).
-        pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: anytype) [T][16]f32 {
-            comptime std.debug.assert(has_wide and has_vnni_path);
+        ///
+        /// Q4_1: `w` is a slice of its `WideGroup`s, T ≤ 8 (`q4_1_tile.tileGroups`).
+        pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: anytype) [T][wide_rows]f32 {
             _ = gemm;
+            if (comptime has_groups) return q4_1_tile.tileGroups(T, w, a_rows);
+            comptime std.debug.assert(has_wide and has_vnni_path);
             const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
             const n = a_rows[0].len;
             if (grouped) std.debug.assert(w.len == n) else inline for (0..16) |r| std.debug.assert(w[r].len == n);

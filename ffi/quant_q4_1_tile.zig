@@ -228,7 +228,7 @@ pub fn tileLanes8(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) 
     for (0..n) |b| {
         const wb, const ab, const wdm, const ads = blockHead(B, T, w_rows, a_rows, b, ahead_bytes);
         const products = @shuffle(f32, wdm, undefined, productMask(T, 0)) * @shuffle(f32, ads, undefined, productMask(T, 1));
-        @as(*volatile @Vector(rows * T, f32), @ptrCast(&scales)).* = products;
+        @as(*align(64) volatile @Vector(rows * T, f32), @ptrCast(&scales)).* = products;
         var u: [rows]U8x32 = undefined;
         inline for (0..rows) |r| u[r] = unpackRow(B, wb[r]);
         inline for (0..T) |t| {
@@ -248,6 +248,184 @@ pub fn tileLanes8(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) 
         inline for (0..rows) |r| out[t][r] = simd.hsum(8, f32, acc[t][r]) + summs[rows * t + r];
     }
     return out;
+}
+
+/// [a(0..3) b(0..3) a(4..7) b(4..7) ...]: lane g of row a in dword 2g, of row b in 2g+1.
+const interleave_order = blk: {
+    var m: [64]i32 = undefined;
+    for (0..8) |g| {
+        for (0..2) |side| {
+            for (0..4) |j| {
+                const e = 4 * g + j; // element of the row's block
+                const src: i32 = @intCast(16 * side + e % 16); // byte of join(qa, qb)
+                m[8 * g + 4 * side + j] = if (e < 16) src else ~src;
+            }
+        }
+    }
+    break :blk m;
+};
+
+/// The codes of block b of rows a and b, laid out as `interleave_order`.
+inline fn unpackInterleaved(comptime B: type, wa: *align(1) const B, wb: *align(1) const B) U8x64 {
+    const qa: @Vector(16, u8) = wa.qs;
+    const qb: @Vector(16, u8) = wb.qs;
+    const v = std.simd.join(qa, qb);
+    const lo = v & @as(@Vector(32, u8), @splat(0x0F));
+    const hi = v >> @as(@Vector(32, u3), @splat(4));
+    return @shuffle(u8, lo, hi, interleave_order);
+}
+
+/// Each dword of a token's 32 activations twice: [a0..3 a0..3 a4..7 a4..7 ...].
+const dword_twice = blk: {
+    var m: [16]i32 = undefined;
+    for (0..16) |i| m[i] = i / 2;
+    break :blk m;
+};
+
+/// Lanes 0, 2, ..., 14 (`odd` false) or 1, 3, ..., 15.
+fn alternateMask(comptime odd: bool) [8]i32 {
+    var m: [8]i32 = undefined;
+    for (0..8) |i| m[i] = 2 * i + @intFromBool(odd);
+    return m;
+}
+
+/// `tile` with the two rows of a pair interleaved lane by lane ([a0 b0 a1 b1 ...])
+/// instead of in halves: a block's 4·T scale products dw·da are one vector product
+/// stored to the stack, and each (row pair, token) fma reads its two as one 64-bit
+/// broadcast (a load, no shuffle or multiply per pair). The same lanes, products and
+/// fma order as `tile`, so the same bits.
+pub fn tileInterleaved(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const B, a_rows: [T][]align(1) const ActBlock) [T][rows]f32 {
+    comptime std.debug.assert(T >= 1 and T <= 4);
+    comptime std.debug.assert(@sizeOf(B) == 20 and @offsetOf(B, "d") == 0 and @offsetOf(B, "m") == 2 and @offsetOf(B, "qs") == 4);
+    const n = a_rows[0].len;
+    inline for (0..rows) |r| std.debug.assert(w_rows[r].len == n);
+    inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+    var acc: [T][2]F32x16 = @splat(@splat(@splat(0)));
+    var summs: @Vector(rows * T, f32) = @splat(0);
+    // Lane rows·t + r: dw(r)·da(t); pairs (2p, 2p+1) of a token are adjacent.
+    var scales: [rows * T]f32 align(64) = undefined;
+    const ahead_bytes = rows * @max(1, prefetch_distance_bytes / (rows * n * @sizeOf(B))) * n * @sizeOf(B);
+    for (0..n) |b| {
+        const wb, const ab, const wdm, const ads = blockHead(B, T, w_rows, a_rows, b, ahead_bytes);
+        const products = @shuffle(f32, wdm, undefined, productMask(T, 0)) * @shuffle(f32, ads, undefined, productMask(T, 1));
+        @as(*align(64) volatile @Vector(rows * T, f32), @ptrCast(&scales)).* = products;
+        const u = [2]U8x64{ unpackInterleaved(B, wb[0], wb[1]), unpackInterleaved(B, wb[2], wb[3]) };
+        inline for (0..T) |t| {
+            const aw: @Vector(8, u32) = @bitCast(ab[t].qs);
+            const av: I8x64 = @bitCast(@shuffle(u32, aw, undefined, dword_twice));
+            inline for (0..2) |p| {
+                const lanes: F32x16 = @floatFromInt(dpbusd(16, @splat(0), u[p], av));
+                const pair: f64 = @as(*align(4) const volatile f64, @ptrCast(&scales[rows * t + 2 * p])).*;
+                const scale: F32x16 = @bitCast(@as(@Vector(8, f64), @splat(pair)));
+                acc[t][p] = @mulAdd(F32x16, scale, lanes, acc[t][p]);
+            }
+        }
+        const m: @Vector(rows * T, f32) = @shuffle(f32, wdm, undefined, minMask(T));
+        const s: @Vector(rows * T, f32) = @shuffle(f32, ads, undefined, sumMask(T));
+        summs = @mulAdd(@Vector(rows * T, f32), m, s, summs);
+    }
+    return interleavedSums(T, acc, summs);
+}
+
+/// out[t][r]: hsum_float_8 of row r's 8 lanes (even lanes of its pair's vector for
+/// row 2p, odd for 2p + 1) plus its min-term chain.
+inline fn interleavedSums(comptime T: usize, acc: [T][2]F32x16, summs: @Vector(rows * T, f32)) [T][rows]f32 {
+    var out: [T][rows]f32 = undefined;
+    inline for (0..T) |t| {
+        inline for (0..2) |p| {
+            const even: F32x8 = @shuffle(f32, acc[t][p], undefined, alternateMask(false));
+            const odd: F32x8 = @shuffle(f32, acc[t][p], undefined, alternateMask(true));
+            out[t][2 * p] = simd.hsum(8, f32, even) + summs[rows * t + 2 * p];
+            out[t][2 * p + 1] = simd.hsum(8, f32, odd) + summs[rows * t + 2 * p + 1];
+        }
+    }
+    return out;
+}
+
+/// Block column b of 4 Q4_1 rows in the load-time layout (repack.zig's `Q4_1x4`): the
+/// rows' (d, m) pairs, then per row pair the 64 codes of `interleave_order` packed
+/// two to a byte (byte k: code k in the low nibble, code k + 32 in the high one), so
+/// one 256-bit broadcast, a shift of the upper half and a mask give a pair's
+/// `vpdpbusd` operand. The same 80 bytes as the 4 blocks.
+pub const Group = extern struct {
+    /// d0 m0 d1 m1 d2 m2 d3 m3.
+    dm: [2 * rows]f16,
+    qs: [2][32]u8,
+};
+comptime {
+    std.debug.assert(@sizeOf(Group) == rows * 20);
+}
+
+/// Block b of `w_rows` as one `Group` (the load-time repack).
+pub fn groupOf(comptime B: type, w_rows: [rows][]align(1) const B, b: usize) Group {
+    var g: Group = undefined;
+    for (0..rows) |r| {
+        g.dm[2 * r] = w_rows[r][b].d;
+        g.dm[2 * r + 1] = w_rows[r][b].m;
+    }
+    inline for (0..2) |p| {
+        const u: [64]u8 = unpackInterleaved(B, &w_rows[2 * p][b], &w_rows[2 * p + 1][b]);
+        for (0..32) |k| g.qs[p][k] = u[k] | (u[k + 32] << 4);
+    }
+    return g;
+}
+
+/// Qword shifts that bring the high nibbles down in the upper half of a broadcast pair.
+const nibble_shift: @Vector(8, u64) = .{ 0, 0, 0, 0, 4, 4, 4, 4 };
+
+/// A row pair's 64 codes (`interleave_order`) from a group's 32 packed bytes.
+inline fn decodePair(q: *align(1) const [32]u8) U8x64 {
+    const v: @Vector(32, u8) = q.*;
+    const twice: U8x64 = @shuffle(u8, v, undefined, twice32);
+    const shifted: U8x64 = @bitCast(@as(@Vector(8, u64), @bitCast(twice)) >> nibble_shift);
+    return shifted & @as(U8x64, @splat(0x0F));
+}
+
+/// Most tokens of `tileGroups` (2·T accumulators and the pair operands in registers).
+pub const group_tokens_max = 8;
+
+/// `tileInterleaved` over a matrix in the `Group` layout: 4 rows × T tokens (T ≤ 8),
+/// the same lanes, products and fma order, so out[t][r] has the bits of
+/// `Q4_1.vecDot(row r, a_rows[t])`. Only the decoding differs: no per-row gathers of
+/// the scales and no byte shuffle of the codes.
+pub fn tileGroups(comptime T: usize, w: []align(1) const Group, a_rows: [T][]align(1) const ActBlock) [T][rows]f32 {
+    comptime std.debug.assert(T >= 1 and T <= group_tokens_max);
+    const n = w.len;
+    inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+    var acc: [T][2]F32x16 = @splat(@splat(@splat(0)));
+    var summs: @Vector(rows * T, f32) = @splat(0);
+    var scales: [rows * T]f32 align(64) = undefined;
+    for (0..n) |b| {
+        if (T <= 2) {
+            // A decode step streams the matrix once: fetch ahead linearly (groups of
+            // consecutive row groups are consecutive).
+            const here: [*]const u8 = @ptrCast(&w[b]);
+            @prefetch(here + prefetch_distance_bytes, .{ .locality = 2 });
+            @prefetch(here + prefetch_distance_bytes + 64, .{ .locality = 2 });
+        }
+        var ab: [T]*align(1) const ActBlock = undefined;
+        inline for (0..T) |t| ab[t] = &a_rows[t][b];
+        const dmh: @Vector(2 * rows, f16) = w[b].dm;
+        const wdm: @Vector(2 * rows, f32) = dmh;
+        const ads = scalePairs(T, ActBlock, ab);
+        const products = @shuffle(f32, wdm, undefined, productMask(T, 0)) * @shuffle(f32, ads, undefined, productMask(T, 1));
+        @as(*align(64) volatile @Vector(rows * T, f32), @ptrCast(&scales)).* = products;
+        const u = [2]U8x64{ decodePair(&w[b].qs[0]), decodePair(&w[b].qs[1]) };
+        inline for (0..T) |t| {
+            const aw: @Vector(8, u32) = @bitCast(ab[t].qs);
+            const av: I8x64 = @bitCast(@shuffle(u32, aw, undefined, dword_twice));
+            inline for (0..2) |p| {
+                const lanes: F32x16 = @floatFromInt(dpbusd(16, @splat(0), u[p], av));
+                const pair: f64 = @as(*align(4) const volatile f64, @ptrCast(&scales[rows * t + 2 * p])).*;
+                const scale: F32x16 = @bitCast(@as(@Vector(8, f64), @splat(pair)));
+                acc[t][p] = @mulAdd(F32x16, scale, lanes, acc[t][p]);
+            }
+        }
+        const m: @Vector(rows * T, f32) = @shuffle(f32, wdm, undefined, minMask(T));
+        const s: @Vector(rows * T, f32) = @shuffle(f32, ads, undefined, sumMask(T));
+        summs = @mulAdd(@Vector(rows * T, f32), m, s, summs);
+    }
+    return interleavedSums(T, acc, summs);
 }
 
 /// Scalar reference of the same order (ggml's x86 `ggml_vec_dot_q4_1_q8_1`, one output).
@@ -310,7 +488,45 @@ test "the Q4_1 VNNI tiles (tile, tileLanes8) equal the scalar x86-order referenc
                         try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got[t][r])));
                         const got8 = tileLanes8(B, T, w_rows, a_rows);
                         try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got8[t][r])));
+                        const got_il = tileInterleaved(B, T, w_rows, a_rows);
+                        try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got_il[t][r])));
                     }
+                }
+            }
+        }
+    }
+}
+
+test "the Q4_1 group layout: tileGroups equals the scalar x86-order reference per (row, token), T = 1..8" {
+    if (comptime !available) return error.SkipZigTest;
+    const legacy = @import("quant_legacy.zig");
+    const B = legacy.Q4_1.Block;
+    var prng = std.Random.DefaultPrng.init(43);
+    const random = prng.random();
+    inline for (.{ 1, 3, 18 }) |nb| {
+        const cols = nb * qk;
+        var wf: [rows * cols]f32 = undefined;
+        for (&wf) |*v| v.* = random.floatNorm(f32);
+        var w: [rows * nb]B = undefined;
+        for (0..rows) |r| legacy.Q4_1.quantizeRowRef(wf[r * cols ..][0..cols], w[r * nb ..][0..nb]);
+        var w_rows: [rows][]align(1) const B = undefined;
+        for (0..rows) |r| w_rows[r] = w[r * nb ..][0..nb];
+        var groups: [nb]Group = undefined;
+        for (&groups, 0..) |*g, b| g.* = groupOf(B, w_rows, b);
+        var a: [group_tokens_max][nb]ActBlock = undefined;
+        for (&a) |*row| {
+            var x: [cols]f32 = undefined;
+            for (&x) |*v| v.* = random.floatNorm(f32) * 3;
+            act.Q8_1.quantizeRow(&x, row);
+        }
+        inline for (1..group_tokens_max + 1) |T| {
+            var a_rows: [T][]align(1) const ActBlock = undefined;
+            inline for (0..T) |t| a_rows[t] = &a[t];
+            const got = tileGroups(T, &groups, a_rows);
+            for (0..T) |t| {
+                for (0..rows) |r| {
+                    const want = dotRef(B, w_rows[r], a_rows[t]);
+                    try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got[t][r])));
                 }
             }
         }

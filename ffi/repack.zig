@@ -19,18 +19,16 @@ const act = @import("quant_act.zig");
 /// Ids of interleaved layouts: `id_base` + the source's ggml id. ggml's ids are below 64.
 pub const id_base: u32 = 0x100;
 
-/// Rows per interleaved group (the wide kernels' 16 u32 lanes).
-pub const group_rows: usize = 16;
-
-/// The interleaved entry of source type `S` (which declares `WideGroup`, `wideGroupOf`
-/// and a `vecDotWideRepacked` that also takes `[]align(1) const WideGroup`), whose dot
-/// product reads activations in format `A` (the source's or an extension of it with the
-/// same quants: the bits are the source's).
+/// The interleaved entry of source type `S` (which declares `wide_rows` > 0, the rows
+/// of a group; `WideGroup`, `wideGroupOf` and a `vecDotWideRepacked` that also takes
+/// `[]align(1) const WideGroup`), whose dot product reads activations in format `A` (the
+/// source's or an extension of it with the same quants: the bits are the source's).
 fn Interleaved(comptime S: type, comptime A: type) type {
-    comptime std.debug.assert(S.wide_rows == group_rows);
+    const group_rows = S.wide_rows;
+    comptime std.debug.assert(group_rows > 0);
     return struct {
         pub const ggml_type: u32 = id_base + S.ggml_type;
-        pub const name = S.name ++ "x16";
+        pub const name = std.fmt.comptimePrint("{s}x{d}", .{ S.name, group_rows });
         pub const Source = S;
         pub const block_elems = S.block_elems;
         /// Per-row byte accounting (`rowBytes`): a matrix is as large as its source.
@@ -47,7 +45,7 @@ fn Interleaved(comptime S: type, comptime A: type) type {
         }
 
         /// Copies a `rows` × `cols` matrix of the source type into this layout
-        /// (`rows % 16 == 0`, `cols % block_elems == 0`, checked by the caller).
+        /// (`rows % group_rows == 0`, `cols % block_elems == 0`, checked by the caller).
         pub fn repack(src: [*]align(1) const S.Block, dst: [*]align(1) Group, rows: usize, cols: usize) void {
             std.debug.assert(rows % group_rows == 0 and cols % block_elems == 0);
             const n = cols / block_elems;
@@ -66,11 +64,15 @@ pub const Q4_0x16 = Interleaved(legacy.Q4_0, act.Q8_0S);
 pub const IQ4_NLx16 = Interleaved(legacy.IQ4_NL, act.Q8_0S);
 /// Q4_K interleaved (likewise); its activations are Q4_K's own Q8_K.
 pub const Q4_Kx16 = Interleaved(kquant.Q4_K, kquant.Q8_K);
+/// Q4_1 in 4-row groups (on AVX-512 VNNI, where its 4-row tile runs; llama.cpp keeps
+/// Q4_1 as it is, and so do the sums: `vecDot`'s order).
+pub const Q4_1x4 = Interleaved(legacy.Q4_1, act.Q8_1);
 
 /// The entries of this target: layouts of sources whose wide kernel runs here.
-pub const entries = (if (legacy.Q4_0.wide_rows == group_rows) .{Q4_0x16} else .{}) ++
-    (if (legacy.IQ4_NL.wide_rows == group_rows) .{IQ4_NLx16} else .{}) ++
-    (if (kquant.Q4_K.wide_rows == group_rows) .{Q4_Kx16} else .{});
+pub const entries = (if (legacy.Q4_0.wide_rows > 0) .{Q4_0x16} else .{}) ++
+    (if (legacy.IQ4_NL.wide_rows > 0) .{IQ4_NLx16} else .{}) ++
+    (if (kquant.Q4_K.wide_rows > 0) .{Q4_Kx16} else .{}) ++
+    (if (legacy.Q4_1.wide_rows > 0) .{Q4_1x4} else .{});
 
 // ---------------------------------------------------------------------------
 // Tests
@@ -93,7 +95,7 @@ test "an interleaved matrix gives its source's bits for every token count and th
             for (&wf) |*v| v.* = random.float(f32) * 2 - 1;
             var w: [rows * n]S.Block = undefined;
             for (0..rows) |r| S.quantizeRowRef(wf[r * cols ..][0..cols], w[r * n ..][0..n]);
-            var packed_w: [rows / group_rows * n]R.Group = undefined;
+            var packed_w: [rows / R.interleave_rows * n]R.Group = undefined;
             R.repack(&w, &packed_w, rows, cols);
             try testing.expectEqual(@sizeOf(@TypeOf(w)), @sizeOf(@TypeOf(packed_w)));
             // GEMV, 1-3 token remainders, tiles of 4 and 8, and mixes (13 = 8+4+1).
@@ -121,14 +123,14 @@ test "the table offers a layout only for whole row groups, and refuses row funct
         const src: u32 = R.Source.ggml_type;
         const cols = 2 * R.block_elems;
         try testing.expectEqual(@as(i32, @intCast(R.ggml_type)), types.dotllm_repack_type(src, 32, cols));
-        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 24, cols));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 2 * R.interleave_rows + 2, cols));
         try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 32, R.block_elems + 16));
         try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(R.ggml_type, 32, cols));
         var x: [cols]f32 = @splat(0);
         var bytes: [2 * @sizeOf(R.Block)]u8 = undefined;
         try testing.expectEqual(@as(i32, -1), types.dotllm_quantize_row(R.ggml_type, &x, &bytes, cols));
         try testing.expect(!types.hasRows(types.fromId(R.ggml_type).?));
-        try testing.expectEqual(@as(usize, 16), types.rowMultiple(types.fromId(R.ggml_type).?));
+        try testing.expectEqual(R.interleave_rows, types.rowMultiple(types.fromId(R.ggml_type).?));
     }
     try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(0, 32, 64)); // F32: none
 }

@@ -1,7 +1,8 @@
 /**
  * Load-time repacking (`src/model/repack.ts`, `ffi/repack.zig`): Q4_0, IQ4_NL
- * and Q4_K_M models (the quant ladder's SmolLM2 files) loaded with their Q4_0 /
- * IQ4_NL / Q4_K matmul weights in the interleaved layouts give bit-identical logits to
+ * and Q4_K_M models (the quant ladder's SmolLM2 files) and the real SmolLM2 Q4_1
+ * file loaded with their Q4_0 / IQ4_NL / Q4_K / Q4_1 matmul weights in the
+ * interleaved layouts give bit-identical logits to
  * the same files computed from their own pages — a prompt batch (8-token GEMM tiles plus a remainder), then
  * decode steps of two sequences in one batch — at 1 and 2 threads; the kernels
  * refuse row lookups in that layout and matmuls over a partial row group.
@@ -14,6 +15,7 @@ import { CpuFeature, loadNative } from "../src/native/mod.ts";
 import { assertBitIdentical } from "./_kernels.ts";
 import { ladderFile } from "./_quant_ladder.ts";
 import { runDeno } from "./_cli.ts";
+import { testdata } from "./_testdata.ts";
 
 const native = loadNative();
 const features = native.fn.dotllm_cpu_features();
@@ -21,8 +23,10 @@ const features = native.fn.dotllm_cpu_features();
 const hasLayout = (features & CpuFeature.builtAvx512) !== 0 &&
   (features & CpuFeature.avx512vnni) !== 0;
 
-Deno.test("the table has Q4_0, IQ4_NL and Q4_K layouts exactly on AVX-512 VNNI builds", () => {
+Deno.test("the table has Q4_0, IQ4_NL, Q4_K and Q4_1 layouts exactly on AVX-512 VNNI builds", () => {
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64) > 0, hasLayout);
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_1, 32, 64) > 0, hasLayout);
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_1, 34, 64), -1); // 4-row groups
   assert.equal(native.fn.dotllm_repack_type(GgmlType.IQ4_NL, 32, 64) > 0, hasLayout);
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_K, 32, 256) > 0, hasLayout);
   // Not for other types, nor for a partial row group.
@@ -56,17 +60,19 @@ function run(model: Model, threads: number): Float32Array[] {
   return out;
 }
 
-/** The ladder files with interleaved layouts, and the source types their matmuls take them for. */
-const CASES = [
+/** Files with interleaved layouts (the ladder's, or `file`), and the source types their matmuls take them for. */
+const CASES: { type: string; layouts: number[]; file?: string }[] = [
   { type: "Q4_0", layouts: [GgmlType.Q4_0] },
   { type: "IQ4_NL", layouts: [GgmlType.IQ4_NL] },
   // Q4_K_M mixes Q4_K (repacked) with Q6_K (not: no layout) matrices.
   { type: "Q4_K_M", layouts: [GgmlType.Q4_K] },
+  // The real file: Q4_1 matmuls (4-row groups), a Q8_0 embedding.
+  { type: "Q4_1", layouts: [GgmlType.Q4_1], file: testdata("models/SmolLM2-135M-Instruct.Q4_1.gguf") },
 ];
 
 for (const c of CASES) {
   Deno.test(`a repacked ${c.type} model gives the file's logits bit for bit at 1 and 2 threads`, async () => {
-    const path = await ladderFile(c.type);
+    const path = c.file ?? await ladderFile(c.type);
     using plain = Model.load(path, { repack: false });
     using repacked = Model.load(path);
     assert.equal(plain.repackedBytes, 0);
