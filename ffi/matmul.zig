@@ -547,15 +547,17 @@ fn storeHalves(out: [*]f32, v: F32x16) void {
 /// matrix (8 rows: 1.45×); 4 keeps the pool's row chunks whole.
 const gemv_rows = 4;
 
-/// Row pairs and tokens of the prompt tile (`tileQ8Cells`).
-/// 2 × 8 uses 16 of AVX-512's 32 registers for accumulators; measured 1.6-1.8× the
-/// speed of tileQ8 4 × 4 on a 1536 × 576 × 64 matmul (2 × 4: 1.55×, 4 × 4: 1.65×).
-/// On Zen 4 (`simd.splits_512bit`) 4 × 6 (24 accumulators: each token's activation
-/// loads and broadcasts serve twice the rows): the 1B Q8_0 pp64 at 1 thread, 3 rounds
-/// alternating, 32.1-37.4 tok/s with 2 × 8 against 50.4-55.1 (3 × 8: 44.1-52.6,
-/// 5 × 5: 48.6-51.2, 6 × 4: 44.9-48.7, 4 × 7: 44.1-48.6, 2 × 12: 37.5-39.6).
-const cell_pairs = if (simd.splits_512bit) 4 else 2;
-const cell_tokens = if (simd.splits_512bit) 6 else 8;
+/// Row pairs and tokens of the prompt tile (`tileQ8Cells`): 4 × 6 (24 accumulators;
+/// each token's activation loads and broadcasts serve 8 rows). On Zen 4, the 1B Q8_0
+/// pp64 at 1 thread, 3 rounds alternating: 32.1-37.4 tok/s with 2 × 8 against
+/// 50.4-55.1 (3 × 8: 44.1-52.6, 5 × 5: 48.6-51.2, 6 × 4: 44.9-48.7, 4 × 7: 44.1-48.6,
+/// 2 × 12: 37.5-39.6). On the Intel Xeon of 2026-12-04: 1B Q8_0 pp64 57.6-60.5 tok/s
+/// with 4 × 6 against 40.8-42.9 with 2 × 8 (3 × 8: 58.4-58.8), smollm-135m Q8_0 pp64
+/// 452.7 / 784.2 against 335.9 / 598.0 at 1 / 2 threads. (2 × 8 had measured best on
+/// an earlier Intel VM, 1.6-1.8× tileQ8 4 × 4 on a 1536 × 576 × 64 matmul.) Without
+/// AVX-512 VNNI (16 vector registers) it stays 2 × 8.
+const cell_pairs = if (simd.has_avx512vnni) 4 else 2;
+const cell_tokens = if (simd.has_avx512vnni) 6 else 8;
 
 /// Prompt rows [r, r + 2·cell_pairs) for every token: cell tiles, token tails by
 /// narrower ones.
