@@ -9,10 +9,30 @@ pub const buffer_alignment = std.mem.Alignment.@"64";
 /// Largest buffer `dotllm_alloc` hands out (TIGER_STYLE: a limit on everything).
 pub const buffer_size_max_bytes: usize = 1 << 40;
 
-/// Allocates `size_bytes` zeroed bytes aligned to 64. Returns 0 when out of memory.
+/// Buffers of at least this many bytes (repacked weight matrices, KV caches) start on a
+/// 2 MiB boundary and are offered to the kernel as transparent huge pages (Linux
+/// `MADV_HUGEPAGE`, which systems with THP in "madvise" mode need): a decode step
+/// streams them once, and with 4 KiB pages each page is a TLB miss and a restart of the
+/// hardware prefetcher.
+const huge_page_min_bytes: usize = 2 << 20;
+const huge_page_alignment = std.mem.Alignment.fromByteUnits(2 << 20);
+
+fn alignmentFor(size_bytes: usize) std.mem.Alignment {
+    return if (size_bytes >= huge_page_min_bytes) huge_page_alignment else buffer_alignment;
+}
+
+/// Allocates `size_bytes` zeroed bytes aligned to 64 (2 MiB from `huge_page_min_bytes`
+/// on). Returns 0 when out of memory.
 export fn dotllm_alloc(size_bytes: usize) usize {
     if (size_bytes == 0 or size_bytes > buffer_size_max_bytes) return 0;
-    const ptr = std.heap.c_allocator.rawAlloc(size_bytes, buffer_alignment, @returnAddress()) orelse return 0;
+    const alignment = alignmentFor(size_bytes);
+    const ptr = std.heap.c_allocator.rawAlloc(size_bytes, alignment, @returnAddress()) orelse return 0;
+    if (builtin.os.tag == .linux and alignment == huge_page_alignment) {
+        // Before the first touch (the memset), so the faults can take huge pages. A hint:
+        // refused or unsupported, the buffer is the same.
+        const aligned: [*]align(std.heap.page_size_min) u8 = @alignCast(ptr);
+        std.posix.madvise(aligned, std.mem.alignBackward(usize, size_bytes, std.heap.pageSize()), std.posix.MADV.HUGEPAGE) catch {};
+    }
     @memset(ptr[0..size_bytes], 0);
     return @intFromPtr(ptr);
 }
@@ -21,7 +41,7 @@ export fn dotllm_alloc(size_bytes: usize) usize {
 export fn dotllm_free(address: usize, size_bytes: usize) void {
     if (address == 0) return;
     const ptr: [*]u8 = @ptrFromInt(address);
-    std.heap.c_allocator.rawFree(ptr[0..size_bytes], buffer_alignment, @returnAddress());
+    std.heap.c_allocator.rawFree(ptr[0..size_bytes], alignmentFor(size_bytes), @returnAddress());
 }
 
 /// Error codes of `dotllm_map_file` (negated in its return value).
