@@ -27,9 +27,16 @@
 //! within this VM's noise of each other (bench/RESULTS.md). `tileBest` takes it there
 //! and `tile` elsewhere (where `tile` was measured, on Intel's AVX-512 cores).
 //!
+//! `tileGroups` reads the load-time layout of repack.zig's `Q4_1x4` entry (`Group`: 4
+//! rows' block column with their (d, m) pairs together and each row pair's codes
+//! pre-interleaved lane by lane), the default where this file's kernels run: same bits
+//! again, and about 20% less time than the tiles above at 1 and 4 tokens (a 4-sequence
+//! SmolLM2 decode step at 2 threads, with its prefetch: 8.8-9.4 ms against 10.3-10.4
+//! for the rows as stored).
+//!
 //! Limits: 4 rows (the driver's `row_group`), T ≤ 4 (`token_group`; the accumulators,
-//! 2·T vectors, or 4·T 256-bit ones, stay in registers); every row and token has the
-//! same block count.
+//! 2·T vectors, or 4·T 256-bit ones, stay in registers; `tileGroups` T ≤ 8); every row
+//! and token has the same block count.
 const std = @import("std");
 const builtin = @import("builtin");
 const simd = @import("simd.zig");
@@ -87,14 +94,15 @@ const pair_order = blk: {
     break :blk m;
 };
 
-/// The codes of block b of rows a and b, laid out as `pair_order`.
-inline fn unpackPair(comptime B: type, wa: *align(1) const B, wb: *align(1) const B) U8x64 {
+/// The codes of block b of rows a and b, laid out as `order` (`pair_order` or
+/// `interleave_order`: indices i < 32 pick low nibbles of join(qa, qb), ~i high ones).
+inline fn unpackPair(comptime B: type, comptime order: [64]i32, wa: *align(1) const B, wb: *align(1) const B) U8x64 {
     const qa: @Vector(16, u8) = wa.qs;
     const qb: @Vector(16, u8) = wb.qs;
     const v = std.simd.join(qa, qb);
     const lo = v & @as(@Vector(32, u8), @splat(0x0F));
     const hi = v >> @as(@Vector(32, u3), @splat(4));
-    return @shuffle(u8, lo, hi, pair_order);
+    return @shuffle(u8, lo, hi, order);
 }
 
 const twice32 = blk: {
@@ -161,7 +169,7 @@ pub fn tile(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const 
     const ahead_bytes = rows * @max(1, prefetch_distance_bytes / (rows * n * @sizeOf(B))) * n * @sizeOf(B);
     for (0..n) |b| {
         const wb, const ab, const wdm, const ads = blockHead(B, T, w_rows, a_rows, b, ahead_bytes);
-        const u = [2]U8x64{ unpackPair(B, wb[0], wb[1]), unpackPair(B, wb[2], wb[3]) };
+        const u = [2]U8x64{ unpackPair(B, pair_order, wb[0], wb[1]), unpackPair(B, pair_order, wb[2], wb[3]) };
         const dw = [2]F32x16{
             @shuffle(f32, wdm, undefined, pairScaleMask(0)),
             @shuffle(f32, wdm, undefined, pairScaleMask(1)),
@@ -265,16 +273,6 @@ const interleave_order = blk: {
     break :blk m;
 };
 
-/// The codes of block b of rows a and b, laid out as `interleave_order`.
-inline fn unpackInterleaved(comptime B: type, wa: *align(1) const B, wb: *align(1) const B) U8x64 {
-    const qa: @Vector(16, u8) = wa.qs;
-    const qb: @Vector(16, u8) = wb.qs;
-    const v = std.simd.join(qa, qb);
-    const lo = v & @as(@Vector(32, u8), @splat(0x0F));
-    const hi = v >> @as(@Vector(32, u3), @splat(4));
-    return @shuffle(u8, lo, hi, interleave_order);
-}
-
 /// Each dword of a token's 32 activations twice: [a0..3 a0..3 a4..7 a4..7 ...].
 const dword_twice = blk: {
     var m: [16]i32 = undefined;
@@ -287,44 +285,6 @@ fn alternateMask(comptime odd: bool) [8]i32 {
     var m: [8]i32 = undefined;
     for (0..8) |i| m[i] = 2 * i + @intFromBool(odd);
     return m;
-}
-
-/// `tile` with the two rows of a pair interleaved lane by lane ([a0 b0 a1 b1 ...])
-/// instead of in halves: a block's 4·T scale products dw·da are one vector product
-/// stored to the stack, and each (row pair, token) fma reads its two as one 64-bit
-/// broadcast (a load, no shuffle or multiply per pair). The same lanes, products and
-/// fma order as `tile`, so the same bits.
-pub fn tileInterleaved(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const B, a_rows: [T][]align(1) const ActBlock) [T][rows]f32 {
-    comptime std.debug.assert(T >= 1 and T <= 4);
-    comptime std.debug.assert(@sizeOf(B) == 20 and @offsetOf(B, "d") == 0 and @offsetOf(B, "m") == 2 and @offsetOf(B, "qs") == 4);
-    const n = a_rows[0].len;
-    inline for (0..rows) |r| std.debug.assert(w_rows[r].len == n);
-    inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
-    var acc: [T][2]F32x16 = @splat(@splat(@splat(0)));
-    var summs: @Vector(rows * T, f32) = @splat(0);
-    // Lane rows·t + r: dw(r)·da(t); pairs (2p, 2p+1) of a token are adjacent.
-    var scales: [rows * T]f32 align(64) = undefined;
-    const ahead_bytes = rows * @max(1, prefetch_distance_bytes / (rows * n * @sizeOf(B))) * n * @sizeOf(B);
-    for (0..n) |b| {
-        const wb, const ab, const wdm, const ads = blockHead(B, T, w_rows, a_rows, b, ahead_bytes);
-        const products = @shuffle(f32, wdm, undefined, productMask(T, 0)) * @shuffle(f32, ads, undefined, productMask(T, 1));
-        @as(*align(64) volatile @Vector(rows * T, f32), @ptrCast(&scales)).* = products;
-        const u = [2]U8x64{ unpackInterleaved(B, wb[0], wb[1]), unpackInterleaved(B, wb[2], wb[3]) };
-        inline for (0..T) |t| {
-            const aw: @Vector(8, u32) = @bitCast(ab[t].qs);
-            const av: I8x64 = @bitCast(@shuffle(u32, aw, undefined, dword_twice));
-            inline for (0..2) |p| {
-                const lanes: F32x16 = @floatFromInt(dpbusd(16, @splat(0), u[p], av));
-                const pair: f64 = @as(*align(4) const volatile f64, @ptrCast(&scales[rows * t + 2 * p])).*;
-                const scale: F32x16 = @bitCast(@as(@Vector(8, f64), @splat(pair)));
-                acc[t][p] = @mulAdd(F32x16, scale, lanes, acc[t][p]);
-            }
-        }
-        const m: @Vector(rows * T, f32) = @shuffle(f32, wdm, undefined, minMask(T));
-        const s: @Vector(rows * T, f32) = @shuffle(f32, ads, undefined, sumMask(T));
-        summs = @mulAdd(@Vector(rows * T, f32), m, s, summs);
-    }
-    return interleavedSums(T, acc, summs);
 }
 
 /// out[t][r]: hsum_float_8 of row r's 8 lanes (even lanes of its pair's vector for
@@ -364,7 +324,7 @@ pub fn groupOf(comptime B: type, w_rows: [rows][]align(1) const B, b: usize) Gro
         g.dm[2 * r + 1] = w_rows[r][b].m;
     }
     inline for (0..2) |p| {
-        const u: [64]u8 = unpackInterleaved(B, &w_rows[2 * p][b], &w_rows[2 * p + 1][b]);
+        const u: [64]u8 = unpackPair(B, interleave_order, &w_rows[2 * p][b], &w_rows[2 * p + 1][b]);
         for (0..32) |k| g.qs[p][k] = u[k] | (u[k + 32] << 4);
     }
     return g;
@@ -384,10 +344,15 @@ inline fn decodePair(q: *align(1) const [32]u8) U8x64 {
 /// Most tokens of `tileGroups` (2·T accumulators and the pair operands in registers).
 pub const group_tokens_max = 8;
 
-/// `tileInterleaved` over a matrix in the `Group` layout: 4 rows × T tokens (T ≤ 8),
-/// the same lanes, products and fma order, so out[t][r] has the bits of
-/// `Q4_1.vecDot(row r, a_rows[t])`. Only the decoding differs: no per-row gathers of
-/// the scales and no byte shuffle of the codes.
+/// 4 rows × T tokens (T ≤ 8) of a matrix in the `Group` layout, out[t][r] bit-identical
+/// to `Q4_1.vecDot(row r, a_rows[t])`: `tile`'s integer lanes, products dw·da and fma
+/// order, with the two rows of a pair interleaved lane by lane ([a0 b0 a1 b1 ...])
+/// instead of in halves. A block's 4·T scale products are one vector product stored to
+/// the stack, and each (row pair, token) fma reads its two as one 64-bit broadcast (a
+/// load: no multiply or shuffle per pair); the layout spares the per-row gathers of the
+/// scales and the byte shuffle of the codes. SmolLM2's 1536 × 576 ffn_gate in L2, 1
+/// thread, best of 300: 24.6 / 59.4 µs at 1 / 4 tokens, against 29.3 / 89.2 for
+/// `tileLanes8` and 36.9 / 74.7 for `tile` on the rows as stored.
 pub fn tileGroups(comptime T: usize, w: []align(1) const Group, a_rows: [T][]align(1) const ActBlock) [T][rows]f32 {
     comptime std.debug.assert(T >= 1 and T <= group_tokens_max);
     const n = w.len;
@@ -488,8 +453,6 @@ test "the Q4_1 VNNI tiles (tile, tileLanes8) equal the scalar x86-order referenc
                         try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got[t][r])));
                         const got8 = tileLanes8(B, T, w_rows, a_rows);
                         try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got8[t][r])));
-                        const got_il = tileInterleaved(B, T, w_rows, a_rows);
-                        try testing.expectEqual(@as(u32, @bitCast(want)), @as(u32, @bitCast(got_il[t][r])));
                     }
                 }
             }

@@ -67,7 +67,11 @@ const CASES: { type: string; layouts: number[]; file?: string }[] = [
   // Q4_K_M mixes Q4_K (repacked) with Q6_K (not: no layout) matrices.
   { type: "Q4_K_M", layouts: [GgmlType.Q4_K] },
   // The real file: Q4_1 matmuls (4-row groups), a Q8_0 embedding.
-  { type: "Q4_1", layouts: [GgmlType.Q4_1], file: testdata("models/SmolLM2-135M-Instruct.Q4_1.gguf") },
+  {
+    type: "Q4_1",
+    layouts: [GgmlType.Q4_1],
+    file: testdata("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+  },
 ];
 
 for (const c of CASES) {
@@ -90,6 +94,14 @@ for (const c of CASES) {
     } else {
       assert.equal(repacked.repackedBytes, 0, "no interleaved layout without AVX-512 VNNI");
     }
+    // The other matmuls and the tied embedding are copied as they are (huge-page memory).
+    assert.equal(plain.copiedBytes, 0);
+    const copied = matmuls(plain).filter((w) => !hasLayout || !c.layouts.includes(w.type));
+    assert.equal(
+      repacked.copiedBytes,
+      copied.reduce((s, w) => s + w.sizeBytes, plain.weights.tokenEmbedding.sizeBytes),
+    );
+    assert.notEqual(repacked.weights.tokenEmbedding.address, plain.weights.tokenEmbedding.address);
     // The embedding (and the tied LM head, the same tensor) is looked up by row: never repacked.
     assert.equal(repacked.weights.tokenEmbedding.type, plain.weights.tokenEmbedding.type);
     assert.ok(repacked.weights.tiedOutput);

@@ -37,8 +37,10 @@ export interface ModelLoadOptions {
   readonly native?: Native;
   /**
    * Copy matmul weights into the library's interleaved layouts where this
-   * machine has one (default true; same results, faster decoding, the
-   * copied tensors' bytes in memory). False computes from the file's pages.
+   * machine has one, and the others (with a tied LM head) as they are into
+   * huge-page memory (default true; same results, faster decoding, the
+   * copied tensors' bytes in memory instead of the file's pages). False
+   * computes from the file's pages.
    */
   readonly repack?: boolean;
 }
@@ -57,6 +59,8 @@ export class Model {
   readonly native: Native;
   /** Bytes of weights copied into interleaved layouts at load (0: none). */
   readonly repackedBytes: number;
+  /** Bytes of weights copied as they are into huge-page memory at load (0: none). */
+  readonly copiedBytes: number;
   readonly #file: MappedFile | undefined;
   readonly #buffers: readonly NativeBuffer[];
   #closed = false;
@@ -105,11 +109,12 @@ export class Model {
     );
     // Last: nothing after it throws, so its buffers are owned before any error.
     const repacked = options.repack === false
-      ? { weights: bound, buffers: [], sizeBytes: 0 }
+      ? { weights: bound, buffers: [], sizeBytes: 0, copiedBytes: 0 }
       : repackWeights(native, bound);
     this.weights = repacked.weights;
     this.#buffers = repacked.buffers;
     this.repackedBytes = repacked.sizeBytes;
+    this.copiedBytes = repacked.copiedBytes;
   }
 
   /** True once {@linkcode close} ran (the weights' addresses are gone). */
