@@ -47,7 +47,7 @@ const PROGRESS_INTERVAL_MS = 100;
 export function warmUp(bytes: Uint8Array, label: string): number {
   const show = bytes.length >= PROGRESS_MIN_BYTES && stderrIsTerminal();
   const totalMib = Math.round(bytes.length / (1 << 20));
-  let lastDraw = 0;
+  let lastDraw = -Infinity; // the first chunk draws: a fast load still shows its line
   let width = 0;
   let sum = 0;
   const step = 16 << 20;

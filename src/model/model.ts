@@ -110,7 +110,7 @@ export class Model {
     // Last: nothing after it throws, so its buffers are owned before any error.
     const repacked = options.repack === false
       ? { weights: bound, buffers: [], sizeBytes: 0, copiedBytes: 0 }
-      : repackWeights(native, bound);
+      : repackWeights(native, bound, { releasePages: file !== undefined });
     this.weights = repacked.weights;
     this.#buffers = repacked.buffers;
     this.repackedBytes = repacked.sizeBytes;

@@ -13,9 +13,9 @@
  * thread, Q4_K_M 12.5 → 14.5, on the Intel Xeon of 2026-12-04).
  *
  * The copies live in native buffers the {@linkcode Repacked} owns (as many
- * bytes as the tensors they replace); the file's pages of those tensors are
- * then released (`dotllm_release_pages`), so the resident set stays about
- * the model's size. Token embeddings are never repacked (rows are looked up
+ * bytes as the tensors they replace); when the weights are a file mapping,
+ * the file's pages of those tensors are then released
+ * (`dotllm_release_pages`), so the resident set stays about the model's size. Token embeddings are never repacked (rows are looked up
  * by id), nor a tied LM head (it is the embedding): a tied one is copied as
  * it is and serves both.
  *
@@ -42,7 +42,11 @@ const MATMUL_WEIGHTS = ["wq", "wk", "wv", "wqkv", "wo", "wGate", "wUp", "wDown"]
  * Repacks every matmul weight of `weights` that has a layout on this machine,
  * and copies the other matmul weights and a tied LM head as they are.
  */
-export function repackWeights(native: Native, weights: ModelWeights): Repacked {
+export function repackWeights(
+  native: Native,
+  weights: ModelWeights,
+  options: { releasePages: boolean },
+): Repacked {
   const buffers: NativeBuffer[] = [];
   let sizeBytes = 0;
   let copiedBytes = 0;
@@ -67,8 +71,10 @@ export function repackWeights(native: Native, weights: ModelWeights): Repacked {
       copiedBytes += w.sizeBytes;
     }
     buffers.push(buffer);
-    // The file's pages of the tensor are not read again: out of the resident set.
-    native.fn.dotllm_release_pages(w.address, w.sizeBytes);
+    // The file's pages of the tensor are not read again: out of the resident set. (Only
+    // a file mapping's: in memory the caller owns, such as a model built in a buffer,
+    // released pages would read back as zeros.)
+    if (options.releasePages) native.fn.dotllm_release_pages(w.address, w.sizeBytes);
     return tagged({ ...w, type: id >= 0 ? id : w.type, address: buffer.address });
   };
   const repack = (w: Weight): Weight =>
