@@ -24,9 +24,10 @@ Options:
   -n, --n-gen LIST         generation lengths (default 128; 0 for none)
   -t, --threads LIST       thread counts (default: every CPU)
   -r, --repetitions N      timed runs per test after one warm-up (default 5)
-      --no-repack          compute Q4_0/IQ4_NL/Q4_K matrices from the file's layout
-                           instead of repacking them at load (and run
-                           llama-bench with its repacking off too)
+      --no-repack          compute from the file's pages instead of copying matmul
+                           weights at load (into a faster layout for Q4_0/Q4_1/
+                           IQ4_NL/Q4_K where the CPU has one, the rest as they are,
+                           into huge pages); llama-bench runs with --repack 0 too
       --llama-bench PATH   also run this llama-bench on the same file and
                            settings, interleaved, with a ratio column
       --json               print one JSON array of

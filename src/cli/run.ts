@@ -43,8 +43,9 @@ Options:
   -c, --ctx-size N         context length; 0 = the model's (default min(model's, 4096))
   -b, --batch-size N       prompt tokens per batch (default 512)
       --cache-type T       KV cache type, f16 or f32 (default f16)
-      --no-repack          keep Q4_0/IQ4_NL/Q4_K weights as in the file (default:
-                           repack them at load where the CPU has a faster one)
+      --no-repack          compute from the file's pages (default: copy matmul weights
+                           at load, Q4_0/Q4_1/IQ4_NL/Q4_K into a faster layout where
+                           the CPU has one, the rest as they are, into huge pages)
       --stop S             stop before the string S (repeatable)
       --chat               the prompt is one user turn through the model's chat template
       --system TEXT        with --chat: a system message before it

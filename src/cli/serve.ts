@@ -37,8 +37,9 @@ Options:
   -t, --threads N          threads; 0 = every CPU (default 0)
   -b, --batch-size N       most tokens per step: one per generating sequence, the rest
                            prefill chunks (default 256; >= --parallel)
-      --no-repack          keep Q4_0/IQ4_NL/Q4_K weights as in the file (default:
-                           repack them at load where the CPU has a faster one)
+      --no-repack          compute from the file's pages (default: copy matmul weights
+                           at load, Q4_0/Q4_1/IQ4_NL/Q4_K into a faster layout where
+                           the CPU has one, the rest as they are, into huge pages)
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)
       --queue N            requests that may wait for a slot before 503 (default ${DEFAULT_QUEUE_LIMIT})
