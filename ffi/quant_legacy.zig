@@ -691,6 +691,7 @@ fn Legacy(comptime kind: Kind) type {
         } else if (has_groups) q4_1_tile.Group else void;
         comptime {
             if (has_wide) std.debug.assert(@sizeOf(WideGroup) == 16 * @sizeOf(Block));
+            if (has_groups) std.debug.assert(@sizeOf(WideGroup) == q4_1_tile.rows * @sizeOf(Block));
         }
 
         /// Writes block b of rows `w_rows` as one `WideGroup` (the load-time repack).

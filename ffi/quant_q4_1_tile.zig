@@ -306,15 +306,12 @@ inline fn interleavedSums(comptime T: usize, acc: [T][2]F32x16, summs: @Vector(r
 /// rows' (d, m) pairs, then per row pair the 64 codes of `interleave_order` packed
 /// two to a byte (byte k: code k in the low nibble, code k + 32 in the high one), so
 /// one 256-bit broadcast, a shift of the upper half and a mask give a pair's
-/// `vpdpbusd` operand. The same 80 bytes as the 4 blocks.
+/// `vpdpbusd` operand. The same bytes as the 4 blocks (quant_legacy.zig asserts it).
 pub const Group = extern struct {
     /// d0 m0 d1 m1 d2 m2 d3 m3.
     dm: [2 * rows]f16,
     qs: [2][32]u8,
 };
-comptime {
-    std.debug.assert(@sizeOf(Group) == rows * 20);
-}
 
 /// Block b of `w_rows` as one `Group` (the load-time repack).
 pub fn groupOf(comptime B: type, w_rows: [rows][]align(1) const B, b: usize) Group {

@@ -2,14 +2,16 @@
 //! whose rows come in groups of 16 can be stored with each block column of a group's
 //! 16 rows transposed into one `WideGroup` (each u32 lane one row), the layout the
 //! source type's 16-row wide kernel otherwise builds with shuffles every time it reads a
-//! block. The repacked matrix has exactly its source's bytes, in another order.
+//! block (Q4_0, IQ4_NL, Q4_K); Q4_1's groups are 4 rows, the layout of its VNNI tile
+//! (`quant_q4_1_tile.Group`). The repacked matrix has exactly its source's bytes, in
+//! another order.
 //!
 //! Each layout is an entry of the type table (`types.zig`) whose id is not a ggml id
 //! (`id_base` + the source's): it has the source's block accounting and the source's
 //! wide kernel (which accepts either layout and gives the same bits), and no row
 //! functions: its rows are not contiguous, so it cannot be looked up, dequantized or
-//! quantized by row, and a matmul over it needs a row count that is a multiple of 16
-//! (the graph checks both). TypeScript asks `dotllm_repack_type` at load which bound
+//! quantized by row, and a matmul over it needs a row count that is a multiple of its
+//! group (the graph checks both). TypeScript asks `dotllm_repack_type` at load which bound
 //! matrices have a layout here, and copies them with `dotllm_repack`.
 const std = @import("std");
 const legacy = @import("quant_legacy.zig");

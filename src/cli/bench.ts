@@ -27,7 +27,7 @@ Options:
       --no-repack          compute from the file's pages instead of copying matmul
                            weights at load (into a faster layout for Q4_0/Q4_1/
                            IQ4_NL/Q4_K where the CPU has one, the rest as they are,
-                           into huge pages); llama-bench runs with --repack 0 too
+                           into huge pages); llama-bench runs without repacking too
       --llama-bench PATH   also run this llama-bench on the same file and
                            settings, interleaved, with a ratio column
       --json               print one JSON array of

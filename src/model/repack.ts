@@ -1,9 +1,10 @@
 /**
  * Load-time repacking (llama.cpp's CPU_REPACK): matmul weights whose type has
  * an interleaved layout in the native type table (`ffi/repack.zig`: Q4_0,
- * IQ4_NL and Q4_K on AVX-512 VNNI) are copied into it once, so the decode step reads each
- * 16-row block column as the kernel consumes it instead of transposing it
- * every token. The layout sums in the same order: logits keep their bits.
+ * IQ4_NL and Q4_K in 16-row groups, Q4_1 in 4-row groups, on AVX-512 VNNI)
+ * are copied into it once, so the decode step reads each block column as the
+ * kernel consumes it instead of transposing it every token. The layout sums
+ * in the same order: logits keep their bits.
  *
  * The other matmul weights, and a tied LM head (it is the token embedding),
  * are copied as they are: the native buffers start on 2 MiB boundaries and
