@@ -158,7 +158,7 @@ inline fn blockHead(comptime B: type, comptime T: usize, w_rows: [rows][]align(1
 /// 0..15, high = 16..31).
 pub fn tile(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const B, a_rows: [T][]align(1) const ActBlock) [T][rows]f32 {
     comptime std.debug.assert(T >= 1 and T <= 4);
-    comptime std.debug.assert(@sizeOf(B) == 20 and @offsetOf(B, "d") == 0 and @offsetOf(B, "m") == 2 and @offsetOf(B, "qs") == 4);
+    comptime std.debug.assert(@offsetOf(B, "d") == 0 and @offsetOf(B, "m") == 2 and @sizeOf(B) == @offsetOf(B, "qs") + qk / 2);
     const n = a_rows[0].len;
     inline for (0..rows) |r| std.debug.assert(w_rows[r].len == n);
     inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
@@ -222,7 +222,7 @@ fn productMask(comptime T: usize, comptime side: usize) [rows * T]i32 {
 /// integer lanes, the same f32 products dw·da and fma order, so the same bits.
 pub fn tileLanes8(comptime B: type, comptime T: usize, w_rows: [rows][]align(1) const B, a_rows: [T][]align(1) const ActBlock) [T][rows]f32 {
     comptime std.debug.assert(T >= 1 and T <= 4);
-    comptime std.debug.assert(@sizeOf(B) == 20 and @offsetOf(B, "d") == 0 and @offsetOf(B, "m") == 2 and @offsetOf(B, "qs") == 4);
+    comptime std.debug.assert(@offsetOf(B, "d") == 0 and @offsetOf(B, "m") == 2 and @sizeOf(B) == @offsetOf(B, "qs") + qk / 2);
     const n = a_rows[0].len;
     inline for (0..rows) |r| std.debug.assert(w_rows[r].len == n);
     inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
