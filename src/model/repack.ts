@@ -16,9 +16,10 @@
  * The copies live in native buffers the {@linkcode Repacked} owns (as many
  * bytes as the tensors they replace); when the weights are a file mapping,
  * the file's pages of those tensors are then released
- * (`dotllm_release_pages`), so the resident set stays about the model's size. Token embeddings are never repacked (rows are looked up
- * by id), nor a tied LM head (it is the embedding): a tied one is copied as
- * it is and serves both.
+ * (`dotllm_release_pages`), so the resident set stays about the model's
+ * size. Token embeddings are never repacked (rows are looked up by id), nor a
+ * tied LM head (it is the embedding): a tied one is copied as it is and
+ * serves both.
  *
  * @module
  */
