@@ -10,8 +10,9 @@
  * are copied as they are: the native buffers start on 2 MiB boundaries and
  * are offered to the kernel as transparent huge pages (`dotllm_alloc`), so a
  * decode step streams them without a TLB miss and a prefetcher restart every
- * 4 KiB page of the file mapping (1B-shape Q8_0 decode 8.9 → 10.4 tok/s at 1
- * thread, Q4_K_M 12.5 → 14.5, on the Intel Xeon of 2026-12-04).
+ * 4 KiB page of the file mapping (1B-shape decode at 1 thread, medians of
+ * alternating rounds on the Intel Xeon of 2026-12-04: Q8_0 8.9 → 10.2 tok/s,
+ * Q4_K_M 12.6 → 14.1).
  *
  * The copies live in native buffers the {@linkcode Repacked} owns (as many
  * bytes as the tensors they replace); when the weights are a file mapping,
