@@ -96,3 +96,8 @@ test "detected features agree with what this build was compiled for" {
         try std.testing.expect(features & bit(.avx512vnni) != 0);
     }
 }
+
+test "no build targets SSE4a (build.zig leaves it out: its insertq stalled the Q4_K kernels on Zen 3)" {
+    if (builtin.cpu.arch != .x86_64) return;
+    try std.testing.expect(!std.Target.x86.featureSetHas(builtin.cpu.features, .sse4a));
+}
