@@ -676,28 +676,40 @@ fn Legacy(comptime kind: Kind) type {
         /// gathers and shuffles, and it sums in `vecDot`'s order.
         const has_groups = kind == .q4_1 and has_vnni_path and q4_1_tile.available;
 
-        /// Rows per `vecDotWideRepacked` call: Q4_0 and IQ4_NL on AVX-512 VNNI (16), Q4_1
-        /// there (4; only in its interleaved layout, as it has no `repack_rows`), 0
-        /// otherwise.
-        pub const wide_rows: usize = if (has_wide and has_vnni_path) 16 else if (has_groups) q4_1_tile.rows else 0;
+        /// The 16-row kernel runs on AVX-512 VNNI.
+        const has_wide16 = has_wide and has_vnni_path;
+
+        /// Q4_0's 8-row kernel on AVX2 without AVX-512 VNNI (the rows of llama.cpp's
+        /// `block_q4_0x8`, which its AVX2 build repacks to): one u32 lane of a 256-bit
+        /// vector per row, `vpmaddubsw`/`vpmaddwd` in place of `vpdpbusd`. Not IQ4_NL:
+        /// its unsigned codes (up to 241) would saturate `vpmaddubsw`'s i16 pairs.
+        const has_wide8 = kind == .q4_0 and !has_vnni_path and simd.has_avx2;
+
+        /// Rows per `vecDotWideRepacked` call: Q4_0 and IQ4_NL on AVX-512 VNNI (16), Q4_0
+        /// on AVX2 (8), Q4_1 on AVX-512 VNNI (4; only in its interleaved layout, as it has
+        /// no `repack_rows`), 0 otherwise.
+        pub const wide_rows: usize = if (has_wide16) 16 else if (has_wide8) 8 else if (has_groups) q4_1_tile.rows else 0;
 
         /// Block b of 16 Q4_0 (or IQ4_NL) rows as the wide kernel consumes it, each u32 lane one row:
         /// the 16 quant bytes as 4 vectors (bytes 4k..4k+3 of each row in vector k) and
         /// the 16 scales. `Interleaved` (repack.zig) stores matrices in this layout at
         /// load, one group per 16 rows × 32 columns, the same 288 bytes as 16 blocks.
-        pub const WideGroup = if (has_wide) extern struct {
+        /// On AVX2 (`has_wide8`) the same for 8 rows: 144 bytes, as 8 blocks.
+        pub const WideGroup = if (has_wide16) extern struct {
             d: [16]f16,
             qs: [4][16]u32,
+        } else if (has_wide8) extern struct {
+            d: [8]f16,
+            qs: [4][8]u32,
         } else if (has_groups) q4_1_tile.Group else void;
         comptime {
-            if (has_wide) std.debug.assert(@sizeOf(WideGroup) == 16 * @sizeOf(Block));
-            if (has_groups) std.debug.assert(@sizeOf(WideGroup) == q4_1_tile.rows * @sizeOf(Block));
+            if (wide_rows > 0) std.debug.assert(@sizeOf(WideGroup) == wide_rows * @sizeOf(Block));
         }
 
         /// Writes block b of rows `w_rows` as one `WideGroup` (the load-time repack).
         pub fn wideGroupOf(w_rows: [wide_rows][]align(1) const Block, b: usize) WideGroup {
             if (comptime has_groups) return q4_1_tile.groupOf(Block, w_rows, b);
-            const g, const dv = wideBlockQ4_0(w_rows, b);
+            const g, const dv = if (comptime has_wide8) wide8Block(w_rows, b) else wideBlockQ4_0(w_rows, b);
             var out: WideGroup = .{ .d = dv, .qs = undefined };
             inline for (0..4) |k| out.qs[k] = g[k];
             return out;
@@ -720,7 +732,8 @@ fn Legacy(comptime kind: Kind) type {
         pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: anytype) [T][wide_rows]f32 {
             _ = gemm;
             if (comptime has_groups) return q4_1_tile.tileGroups(T, w, a_rows);
-            comptime std.debug.assert(has_wide and has_vnni_path);
+            if (comptime has_wide8) return wide8Tile(T, w, a_rows);
+            comptime std.debug.assert(has_wide16);
             const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
             const n = a_rows[0].len;
             if (grouped) std.debug.assert(w.len == n) else inline for (0..16) |r| std.debug.assert(w[r].len == n);
@@ -767,6 +780,109 @@ fn Legacy(comptime kind: Kind) type {
                 }
             }
             return acc;
+        }
+
+        /// `vecDotWideRepacked` on AVX2 (`has_wide8`): 8 Q4_0 rows × T tokens, the same
+        /// float steps as the 16-row kernel (element [t][r] bit-identical to
+        /// `vecDotRepacked(row r, a_rows[t])`). Per block and token, 8 `vpmaddubsw` of
+        /// the codes q (0..15) against the broadcast 4-byte activation groups, added in
+        /// i16 (8 pairs of |q·a| ≤ 15·127 each: below 2^15, exact), one `vpmaddwd` by ones
+        /// gives each row's Σq·a, minus 8·Σa, then acc = fma(sum, dw·da, acc). More than
+        /// 4 tokens run as tiles of 4 over the same rows (16 ymm registers: 8 code vectors
+        /// and 4 accumulators fit, 8 accumulators would not).
+        fn wide8Tile(comptime T: usize, w: anytype, a_rows: anytype) [T][8]f32 {
+            if (T > 4) {
+                var out: [T][8]f32 = undefined;
+                out[0..4].* = wide8Tile(4, w, a_rows[0..4].*);
+                out[4..].* = wide8Tile(T - 4, w, a_rows[4..].*);
+                return out;
+            }
+            const U32x8 = @Vector(8, u32);
+            const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
+            const n = a_rows[0].len;
+            if (grouped) std.debug.assert(w.len == n) else inline for (0..8) |r| std.debug.assert(w[r].len == n);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            const base: [*]const u8 = if (grouped) @ptrCast(w.ptr) else @ptrCast(w[0].ptr);
+            var acc: [T]F32x8 = @splat(@splat(0));
+            const low4: U32x8 = @splat(0x0F0F0F0F);
+            const ones: @Vector(16, i16) = @splat(1);
+            for (0..n) |b| {
+                // A GEMV streams the group's 8 rows: fetch ahead linearly (see
+                // `wide.prefetchAhead`).
+                if (T <= 2) wide.prefetchAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
+                const g: [4]U32x8, const dh: @Vector(8, f16) = if (grouped)
+                    .{ .{ w[b].qs[0], w[b].qs[1], w[b].qs[2], w[b].qs[3] }, w[b].d }
+                else
+                    wide8Block(w, b);
+                const dw: F32x8 = dh;
+                // u[k]: elements 4k..4k+3 of each row (low nibbles), u[4 + k]: 16 + 4k..
+                var u: [8]@Vector(32, u8) = undefined;
+                inline for (0..4) |k| {
+                    u[k] = @bitCast(g[k] & low4);
+                    u[4 + k] = @bitCast((g[k] >> @splat(4)) & low4);
+                }
+                const asum8 = blockSumsTimesAvx2(T, wide_offset, a_rows, b);
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    var pairs: @Vector(16, i16) = @splat(0);
+                    inline for (0..8) |k| {
+                        const group: @Vector(8, i32) = @splat(actGroup(ab, 4 * (k % 4) + 16 * (k / 4)));
+                        pairs +%= maddubs(u[k], @bitCast(group));
+                    }
+                    const dot = asm ("vpmaddwd %[ones], %[p], %[out]"
+                        : [out] "=x" (-> @Vector(8, i32)),
+                        : [p] "x" (pairs),
+                          [ones] "x" (ones),
+                    );
+                    const sumi = dot -% @as(@Vector(8, i32), @splat(asum8[t]));
+                    const da: F32x8 = @splat(@as(f32, ab.d));
+                    acc[t] = @mulAdd(F32x8, @floatFromInt(sumi), dw * da, acc[t]);
+                }
+            }
+            var out: [T][8]f32 = undefined;
+            inline for (0..T) |t| out[t] = acc[t];
+            return out;
+        }
+
+        /// Block b of 8 Q4_0 rows as `WideGroup` holds it: u32 k of row r in lane r of
+        /// vector k (a 4×4 transpose of u32 in each 128-bit half), and the 8 scales.
+        inline fn wide8Block(w_rows: [8][]align(1) const Block, b: usize) struct { [4]@Vector(8, u32), @Vector(8, f16) } {
+            const U32x8 = @Vector(8, u32);
+            var h: [4]U32x8 = undefined;
+            var dv: @Vector(8, f16) = undefined;
+            inline for (0..8) |r| dv[r] = w_rows[r][b].d;
+            // h[i]: row i in the low half, row i + 4 in the high half.
+            inline for (0..4) |i| {
+                const lo: @Vector(4, u32) = @as(*align(1) const [4]u32, @ptrCast(&w_rows[i][b].qs)).*;
+                const hi: @Vector(4, u32) = @as(*align(1) const [4]u32, @ptrCast(&w_rows[i + 4][b].qs)).*;
+                h[i] = std.simd.join(lo, hi);
+            }
+            // unpack{lo,hi}_epi32 then unpack{lo,hi}_epi64, per 128-bit half.
+            const t0 = @shuffle(u32, h[0], h[1], [8]i32{ 0, ~@as(i32, 0), 1, ~@as(i32, 1), 4, ~@as(i32, 4), 5, ~@as(i32, 5) });
+            const t1 = @shuffle(u32, h[0], h[1], [8]i32{ 2, ~@as(i32, 2), 3, ~@as(i32, 3), 6, ~@as(i32, 6), 7, ~@as(i32, 7) });
+            const t2 = @shuffle(u32, h[2], h[3], [8]i32{ 0, ~@as(i32, 0), 1, ~@as(i32, 1), 4, ~@as(i32, 4), 5, ~@as(i32, 5) });
+            const t3 = @shuffle(u32, h[2], h[3], [8]i32{ 2, ~@as(i32, 2), 3, ~@as(i32, 3), 6, ~@as(i32, 6), 7, ~@as(i32, 7) });
+            const lo64 = [8]i32{ 0, 1, ~@as(i32, 0), ~@as(i32, 1), 4, 5, ~@as(i32, 4), ~@as(i32, 5) };
+            const hi64 = [8]i32{ 2, 3, ~@as(i32, 2), ~@as(i32, 3), 6, 7, ~@as(i32, 6), ~@as(i32, 7) };
+            return .{ .{
+                @shuffle(u32, t0, t2, lo64),
+                @shuffle(u32, t0, t2, hi64),
+                @shuffle(u32, t1, t3, lo64),
+                @shuffle(u32, t1, t3, hi64),
+            }, dv };
+        }
+
+        /// factor·Σa of block b of each of the T activation rows: read from Q8_0S blocks,
+        /// else a horizontal sum per token (`blockSumsTimes` without its VNNI folds).
+        inline fn blockSumsTimesAvx2(comptime T: usize, comptime factor: i32, a_rows: anytype, b: usize) @Vector(T, i32) {
+            var out: @Vector(T, i32) = undefined;
+            inline for (0..T) |t| {
+                out[t] = if (comptime @hasField(@TypeOf(a_rows[0][0]), "sum"))
+                    factor * @as(i32, a_rows[t][b].sum)
+                else
+                    factor * @reduce(.Add, @as(@Vector(32, i32), @as(@Vector(32, i8), a_rows[t][b].qs)));
+            }
+            return out;
         }
 
         /// Block b of 16 Q4_0 rows, transposed so each u32 lane is one row: the 16 quant

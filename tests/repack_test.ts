@@ -19,12 +19,23 @@ import { testdata } from "./_testdata.ts";
 
 const native = loadNative();
 const features = native.fn.dotllm_cpu_features();
-/** The layout exists in AVX-512 builds on VNNI machines (Q4_0's 16-row kernel), only there. */
+/** The layouts exist in AVX-512 builds on VNNI machines (the 16-row kernels), only there... */
 const hasLayout = (features & CpuFeature.builtAvx512) !== 0 &&
   (features & CpuFeature.avx512vnni) !== 0;
+/** ...but Q4_0's in every AVX2 build too (8-row groups, its 256-bit kernel). */
+const hasQ4_0Layout = hasLayout || (features & CpuFeature.avx2) !== 0;
+/** Rows of a Q4_0 group here. */
+const q4_0Rows = hasLayout ? 16 : 8;
+const layoutFor = (type: number) => type === GgmlType.Q4_0 ? hasQ4_0Layout : hasLayout;
 
-Deno.test("the table has Q4_0, IQ4_NL, Q4_K and Q4_1 layouts exactly on AVX-512 VNNI builds", () => {
-  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64) > 0, hasLayout);
+Deno.test("the table has IQ4_NL, Q4_K and Q4_1 layouts exactly on AVX-512 VNNI builds, Q4_0's on AVX2 too", () => {
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64) > 0, hasQ4_0Layout);
+  // A partial Q4_0 group (8-row groups on AVX2, 16-row ones on AVX-512 VNNI).
+  assert.equal(
+    native.fn.dotllm_repack_type(GgmlType.Q4_0, 24, 64) > 0,
+    hasQ4_0Layout && q4_0Rows === 8,
+  );
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 20, 64), -1);
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_1, 32, 64) > 0, hasLayout);
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_1, 34, 64), -1); // 4-row groups
   assert.equal(native.fn.dotllm_repack_type(GgmlType.IQ4_NL, 32, 64) > 0, hasLayout);
@@ -83,7 +94,8 @@ for (const c of CASES) {
     const matmuls = (m: Model) =>
       m.weights.layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown])
         .filter((w) => w !== undefined);
-    if (hasLayout) {
+    const here = c.layouts.every(layoutFor);
+    if (here) {
       // Every matmul of SmolLM2 has whole 16-row groups (576, 1536, 192 rows).
       const sources = matmuls(plain).filter((w) => c.layouts.includes(w.type));
       assert.ok(sources.length > 0);
@@ -92,11 +104,11 @@ for (const c of CASES) {
       assert.ok(after.every((w) => !c.layouts.includes(w.type)), "every source matrix repacked");
       assert.ok(after.some((w) => w.type === GgmlType.Q6_K) === (c.type === "Q4_K_M"));
     } else {
-      assert.equal(repacked.repackedBytes, 0, "no interleaved layout without AVX-512 VNNI");
+      assert.equal(repacked.repackedBytes, 0, `no interleaved ${c.type} layout on this build`);
     }
     // The other matmuls and the tied embedding are copied as they are (huge-page memory).
     assert.equal(plain.copiedBytes, 0);
-    const copied = matmuls(plain).filter((w) => !hasLayout || !c.layouts.includes(w.type));
+    const copied = matmuls(plain).filter((w) => !here || !c.layouts.includes(w.type));
     assert.equal(
       repacked.copiedBytes,
       copied.reduce((s, w) => s + w.sizeBytes, plain.weights.tokenEmbedding.sizeBytes),
@@ -116,10 +128,9 @@ for (const c of CASES) {
 }
 
 Deno.test("the interleaved layout refuses row lookups and partial row groups", async (t) => {
-  if (!hasLayout) return; // nothing to refuse: no layout on this build (checked above)
+  if (!hasQ4_0Layout) return; // nothing to refuse: no layout on this build (checked above)
   const id = native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64);
   assert.ok(id > 0);
-  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 24, 64), -1);
   using kernels = new Kernels(native, 1);
   using w = native.alloc(32 * 2 * 18);
   using x = native.alloc(64 * 4);
@@ -128,8 +139,8 @@ Deno.test("the interleaved layout refuses row lookups and partial row groups", a
   await t.step("matmul over 32 rows runs", () => {
     kernels.matmul(id, out.address, w.address, x.address, 32, 64, 1);
   });
-  await t.step("matmul over 24 rows is refused", () => {
-    assert.throws(() => kernels.matmul(id, out.address, w.address, x.address, 24, 64, 1));
+  await t.step("matmul over 20 rows (a partial group) is refused", () => {
+    assert.throws(() => kernels.matmul(id, out.address, w.address, x.address, 20, 64, 1));
   });
   await t.step("row lookup is refused", () => {
     assert.throws(() => kernels.getRows(id, out.address, w.address, ids.address, 1, 64, 32));
