@@ -1053,20 +1053,27 @@ pub const Q4_K = struct {
         return tileDotAcc(@This(), RepackedMinAccGemm, default_path, R, T, w_rows, a_rows);
     }
 
-    /// Rows per `vecDotWideRepacked` call (0: not on this target; it needs AVX-512 VNNI).
-    pub const wide_rows: usize = if (default_path == .avx512vnni) quant_k_wide_rows else 0;
+    /// Rows per `vecDotWideRepacked` call: 16 on AVX-512 VNNI, 8 on AVX2 (`q4kWide8`),
+    /// 0 otherwise.
+    pub const wide_rows: usize = switch (default_path) {
+        .avx512vnni => quant_k_wide_rows,
+        .avx2 => 8,
+        .generic => 0,
+    };
 
-    /// 16 rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order, element
-    /// [t][r] bit-identical to the one-row call (see `q4kWide`).
-    /// `w`: 16 row slices, or a slice of `WideGroup`s (the interleaved layout).
-    pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]align(1) const Act.Block) [T][quant_k_wide_rows]f32 {
+    /// `wide_rows` rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order,
+    /// element [t][r] bit-identical to the one-row call (see `q4kWide`, `q4kWide8`).
+    /// `w`: `wide_rows` row slices, or a slice of `WideGroup`s (the interleaved layout).
+    pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]align(1) const Act.Block) [T][wide_rows]f32 {
+        if (wide_rows == 8) return q4kWide8(T, gemm, w, a_rows);
         if (T == 1 and !gemm) return .{q4kWideGemv(w, a_rows[0])};
         return q4kWide(T, gemm, w, a_rows);
     }
 
-    /// The interleaved layout of 16 rows' block column (see `Q4KWideGroup`).
-    pub const WideGroup = Q4KWideGroup;
-    pub const wideGroupOf = q4kWideGroupOf;
+    /// The interleaved layout of a block column of `wide_rows` rows (see
+    /// `Q4KWideGroup`, `Q4KWideGroup8`).
+    pub const WideGroup = if (wide_rows == 8) Q4KWideGroup8 else Q4KWideGroup;
+    pub const wideGroupOf = if (wide_rows == 8) q4kWide8GroupOf else q4kWideGroupOf;
 
     /// One row in the order of the repacked GEMM.
     pub fn vecDotRepackedGemm(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
@@ -1509,15 +1516,17 @@ fn q4kWideGemm(comptime T: usize, w: anytype, a_rows: [T][]align(1) const Q8_K.B
     return out;
 }
 
-/// Scale and min (6 bits each) of sub-block jj of 16 Q4_K rows from their transposed
-/// 12 scale bytes (q0, q1, q2: bytes 0-3, 4-7, 8-11), ggml's kmask unpacking lane-wise.
-inline fn q4kWideScaleMin(comptime jj: usize, q0: U32x16, q1: U32x16, q2: U32x16) [2]U32x16 {
-    const sh: U32x16 = @splat(8 * (jj % 4));
-    if (jj < 4) return .{ (q0 >> sh) & @as(U32x16, @splat(63)), (q1 >> sh) & @as(U32x16, @splat(63)) };
-    const lo4: U32x16 = @splat(0xF);
-    const top: U32x16 = @splat(3);
-    const sc = ((q2 >> sh) & lo4) | (((q0 >> (sh + @as(U32x16, @splat(6)))) & top) << @splat(4));
-    const m = ((q2 >> (sh + @as(U32x16, @splat(4)))) & lo4) | (((q1 >> (sh + @as(U32x16, @splat(6)))) & top) << @splat(4));
+/// Scale and min (6 bits each) of sub-block jj of 16 (or 8) Q4_K rows from their
+/// transposed 12 scale bytes (q0, q1, q2: bytes 0-3, 4-7, 8-11), ggml's kmask unpacking
+/// lane-wise.
+inline fn q4kWideScaleMin(comptime jj: usize, q0: anytype, q1: @TypeOf(q0), q2: @TypeOf(q0)) [2]@TypeOf(q0) {
+    const V = @TypeOf(q0);
+    const sh: V = @splat(8 * (jj % 4));
+    if (jj < 4) return .{ (q0 >> sh) & @as(V, @splat(63)), (q1 >> sh) & @as(V, @splat(63)) };
+    const lo4: V = @splat(0xF);
+    const top: V = @splat(3);
+    const sc = ((q2 >> sh) & lo4) | (((q0 >> (sh + @as(V, @splat(6)))) & top) << @splat(4));
+    const m = ((q2 >> (sh + @as(V, @splat(4)))) & lo4) | (((q1 >> (sh + @as(V, @splat(6)))) & top) << @splat(4));
     return .{ sc, m };
 }
 
@@ -1615,6 +1624,199 @@ fn q4kWideGemv(w: anytype, a: []align(1) const Q8_K.Block) [quant_k_wide_rows]f3
         acc_m = @mulAdd(F32x16, @floatFromInt(summ), dmin * da, acc_m);
     }
     return acc - acc_m;
+}
+
+// ---------------------------------------------------------------------------
+// Q4_K, 8 rows as the 8 int32 lanes of a 256-bit vector (AVX2 without AVX-512 VNNI):
+// the rows of llama.cpp's `block_q4_Kx8`, which its AVX2 build repacks to. The 16-row
+// design above with `vpmaddubsw` in place of `vpdpbusd`: per 32-element sub-block, 8
+// `vpmaddubsw` of the codes (0..15) against broadcast 4-byte activation groups, added
+// in i16 (8 pairs of |q·a| ≤ 15·128 each: below 2^15, exact), then one `vpmaddwd` by
+// the row's scale in both i16 halves gives sc·Σq·a per row; Σ min·bsums is one
+// `vpmaddwd` of (min 2c, min 2c+1) by (bsum pair 2c, 2c+1) per 64 elements. The float
+// steps are `q4kWide`'s lane by lane, so every element is bit-identical to
+// `vecDotRepacked` / `vecDotRepackedGemm`.
+
+const U32x8 = @Vector(8, u32);
+const F32x8 = @Vector(8, f32);
+
+/// 8 rows of K u32 each → K vectors, lane r of vector k = u32 k of row r (the AVX2
+/// unpack{lo,hi}_epi32 / unpack{lo,hi}_epi64 / permute2f128 transpose; K is 4 or 8).
+pub inline fn transpose8(comptime K: usize, rows: [8]@Vector(K, u32)) [K]U32x8 {
+    comptime std.debug.assert(K == 4 or K == 8);
+    // v[i]: 8 u32 of 128-bit halves: row i's (first 4 | last 4) words, or for K = 4
+    // rows i and i + 4.
+    var v: [8]U32x8 = undefined;
+    const pairs = if (K == 8) 8 else 4;
+    inline for (0..pairs) |i| v[i] = if (K == 8) rows[i] else std.simd.join(rows[i], rows[i + 4]);
+    const lo32 = [8]i32{ 0, ~@as(i32, 0), 1, ~@as(i32, 1), 4, ~@as(i32, 4), 5, ~@as(i32, 5) };
+    const hi32 = [8]i32{ 2, ~@as(i32, 2), 3, ~@as(i32, 3), 6, ~@as(i32, 6), 7, ~@as(i32, 7) };
+    const lo64 = [8]i32{ 0, 1, ~@as(i32, 0), ~@as(i32, 1), 4, 5, ~@as(i32, 4), ~@as(i32, 5) };
+    const hi64 = [8]i32{ 2, 3, ~@as(i32, 2), ~@as(i32, 3), 6, 7, ~@as(i32, 6), ~@as(i32, 7) };
+    // Per group of 4 vectors (rows 4q..4q+3): words w and w + 4 of each row in each
+    // output's two halves.
+    var s: [8]U32x8 = undefined;
+    inline for (0..pairs / 4) |q| {
+        const t0 = @shuffle(u32, v[4 * q], v[4 * q + 1], lo32);
+        const t1 = @shuffle(u32, v[4 * q], v[4 * q + 1], hi32);
+        const t2 = @shuffle(u32, v[4 * q + 2], v[4 * q + 3], lo32);
+        const t3 = @shuffle(u32, v[4 * q + 2], v[4 * q + 3], hi32);
+        s[4 * q + 0] = @shuffle(u32, t0, t2, lo64);
+        s[4 * q + 1] = @shuffle(u32, t0, t2, hi64);
+        s[4 * q + 2] = @shuffle(u32, t1, t3, lo64);
+        s[4 * q + 3] = @shuffle(u32, t1, t3, hi64);
+    }
+    var out: [K]U32x8 = undefined;
+    if (K == 4) {
+        // s[k]: word k of rows 0-3 | rows 4-7: already lane r = row r.
+        inline for (0..4) |k| out[k] = s[k];
+        return out;
+    }
+    // s[k] (rows 0-3) and s[4 + k] (rows 4-7) hold word k in their low halves, k + 4
+    // in their high halves.
+    const low_halves = [8]i32{ 0, 1, 2, 3, ~@as(i32, 0), ~@as(i32, 1), ~@as(i32, 2), ~@as(i32, 3) };
+    const high_halves = [8]i32{ 4, 5, 6, 7, ~@as(i32, 4), ~@as(i32, 5), ~@as(i32, 6), ~@as(i32, 7) };
+    inline for (0..4) |k| {
+        out[k] = @shuffle(u32, s[k], s[4 + k], low_halves);
+        out[k + 4] = @shuffle(u32, s[k], s[4 + k], high_halves);
+    }
+    return out;
+}
+
+/// Block j of 8 Q4_K rows as the 8-row kernel consumes it, each u32 lane one row: the
+/// head (d|dmin, then scale bytes 0-3, 4-7, 8-11) and each quarter block's 8 vectors
+/// (lane r of vector g: row r's quant bytes 32c+4g..32c+4g+3). `Interleaved`
+/// (repack.zig) stores matrices in this layout at load: 1152 bytes, as 8 blocks.
+pub const Q4KWideGroup8 = extern struct {
+    head: [4][8]u32,
+    qs: [4][8][8]u32,
+};
+comptime {
+    std.debug.assert(@sizeOf(Q4KWideGroup8) == 8 * 144);
+}
+
+fn q4kWide8Head(w: anytype, j: usize) [4]U32x8 {
+    if (comptime @TypeOf(w) == []align(1) const Q4KWideGroup8) return .{ w[j].head[0], w[j].head[1], w[j].head[2], w[j].head[3] };
+    var h: [8]@Vector(4, u32) = undefined;
+    inline for (0..8) |r| h[r] = @as(*align(1) const [4]u32, @ptrCast(&w[r][j])).*;
+    return transpose8(4, h);
+}
+
+inline fn q4kWide8Chunk(w: anytype, j: usize, comptime c: usize) [8]U32x8 {
+    if (comptime @TypeOf(w) == []align(1) const Q4KWideGroup8) {
+        var out: [8]U32x8 = undefined;
+        inline for (0..8) |g| out[g] = w[j].qs[c][g];
+        return out;
+    }
+    var q: [8]U32x8 = undefined;
+    inline for (0..8) |r| q[r] = @as(*align(1) const [8]u32, @ptrCast(w[r][j].qs[32 * c ..][0..32])).*;
+    return transpose8(8, q);
+}
+
+/// Block j of 8 rows as one `Q4KWideGroup8` (the load-time repack).
+fn q4kWide8GroupOf(w_rows: [8][]align(1) const Q4_K.Block, j: usize) Q4KWideGroup8 {
+    var out: Q4KWideGroup8 = undefined;
+    const head = q4kWide8Head(w_rows, j);
+    inline for (0..4) |k| out.head[k] = head[k];
+    inline for (0..4) |c| {
+        const wt = q4kWide8Chunk(w_rows, j, c);
+        inline for (0..8) |g| out.qs[c][g] = wt[g];
+    }
+    return out;
+}
+
+/// 8 Q4_K rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order; `w` is 8
+/// row slices or a slice of `Q4KWideGroup8`s. out[t][r] is bit-identical to
+/// `vecDotRepacked` (or `vecDotRepackedGemm`) of row r, token t. More than 4 tokens run
+/// as tiles of 4 over the same rows (16 ymm registers).
+fn q4kWide8(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]align(1) const Q8_K.Block) [T][8]f32 {
+    @setEvalBranchQuota(1_000_000);
+    if (T > 4) {
+        var out: [T][8]f32 = undefined;
+        out[0..4].* = q4kWide8(4, gemm, w, a_rows[0..4].*);
+        out[4..].* = q4kWide8(T - 4, gemm, w, a_rows[4..].*);
+        return out;
+    }
+    const grouped = comptime @TypeOf(w) == []align(1) const Q4KWideGroup8;
+    const n = a_rows[0].len;
+    if (grouped) std.debug.assert(w.len == n) else inline for (0..8) |r| std.debug.assert(w[r].len == n);
+    inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+    const base: [*]const u8 = if (grouped) @ptrCast(w.ptr) else @ptrCast(w[0].ptr);
+    var acc: [T]F32x8 = @splat(@splat(0));
+    var acc_m: [T]F32x8 = @splat(@splat(0));
+    const low4: U32x8 = @splat(0x0F0F0F0F);
+    const chunk_bytes = 8 * @sizeOf(Q4_K.Block) / 4;
+    const group_bytes = 8 * n * @sizeOf(Q4_K.Block);
+    for (0..n) |j| {
+        const head = q4kWide8Head(w, j);
+        const dd = head[0];
+        const d: F32x8 = @floatCast(@as(@Vector(8, f16), @bitCast(@as(@Vector(8, u16), @truncate(dd)))));
+        const dmin: F32x8 = @floatCast(@as(@Vector(8, f16), @bitCast(@as(@Vector(8, u16), @truncate(dd >> @splat(16))))));
+        var sum: [T]I32x8 = @splat(@splat(0));
+        var summ: [T]I32x8 = @splat(@splat(0));
+        inline for (0..4) |c| {
+            const sm_lo = q4kWideScaleMin(2 * c, head[1], head[2], head[3]);
+            const sm_hi = q4kWideScaleMin(2 * c + 1, head[1], head[2], head[3]);
+            // Each row's scale in both i16 halves of its lane; its two mins as a pair.
+            const sc_lo: I16x16 = @bitCast(sm_lo[0] * @as(U32x8, @splat(0x10001)));
+            const sc_hi: I16x16 = @bitCast(sm_hi[0] * @as(U32x8, @splat(0x10001)));
+            const mins: I16x16 = @bitCast(sm_lo[1] | (sm_hi[1] << @splat(16)));
+            if (T <= 2) prefetchAhead(base, group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
+            const wt = q4kWide8Chunk(w, j, c);
+            var pl: [T]I16x16 = @splat(@splat(0));
+            var ph: [T]I16x16 = @splat(@splat(0));
+            inline for (0..8) |g| {
+                const ql: U8x32 = @bitCast(wt[g] & low4);
+                const qh: U8x32 = @bitCast((wt[g] >> @splat(4)) & low4);
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][j];
+                    pl[t] +%= maddubs256(ql, @bitCast(@as(I32x8, @splat(group4(ab, 64 * c + 4 * g)))));
+                    ph[t] +%= maddubs256(qh, @bitCast(@as(I32x8, @splat(group4(ab, 64 * c + 32 + 4 * g)))));
+                }
+            }
+            inline for (0..T) |t| {
+                const ab = &a_rows[t][j];
+                const pair = maddwd256(pl[t], sc_lo) +% maddwd256(ph[t], sc_hi);
+                const b0: i32 = @as(i32, ab.bsums[4 * c]) + ab.bsums[4 * c + 1];
+                const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
+                const bpair: u32 = @as(u32, @as(u16, @bitCast(@as(i16, @intCast(b0))))) | @as(u32, @as(u16, @bitCast(@as(i16, @intCast(b1))))) << 16;
+                const m = maddwd256(mins, @bitCast(@as(U32x8, @splat(bpair))));
+                if (gemm) {
+                    const da: F32x8 = @splat(ab.d);
+                    acc[t] = @mulAdd(F32x8, @floatFromInt(pair), d * da, acc[t]);
+                    acc_m[t] = @mulAdd(F32x8, @floatFromInt(m), dmin * da, acc_m[t]);
+                } else {
+                    sum[t] +%= pair;
+                    summ[t] +%= m;
+                }
+            }
+        }
+        if (!gemm) {
+            inline for (0..T) |t| {
+                const da: F32x8 = @splat(a_rows[t][j].d);
+                acc[t] = @mulAdd(F32x8, @floatFromInt(sum[t]), d * da, acc[t]);
+                acc_m[t] = @mulAdd(F32x8, @floatFromInt(summ[t]), dmin * da, acc_m[t]);
+            }
+        }
+    }
+    var out: [T][8]f32 = undefined;
+    inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
+    return out;
+}
+
+test "transpose8 puts u32 k of row r in lane r of vector k" {
+    var rows8: [8]U32x8 = undefined;
+    var rows4: [8]@Vector(4, u32) = undefined;
+    for (0..8) |r| {
+        for (0..8) |k| rows8[r][k] = @intCast(16 * r + k);
+        for (0..4) |k| rows4[r][k] = @intCast(16 * r + k);
+    }
+    const t8 = transpose8(8, rows8);
+    const t4 = transpose8(4, rows4);
+    for (0..8) |r| {
+        for (0..8) |k| try std.testing.expectEqual(@as(u32, @intCast(16 * r + k)), t8[k][r]);
+        for (0..4) |k| try std.testing.expectEqual(@as(u32, @intCast(16 * r + k)), t4[k][r]);
+    }
 }
 
 /// The 8 scales and 8 mins of a Q4_K/Q5_K block (ggml's kmask unpacking).

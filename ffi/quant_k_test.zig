@@ -202,7 +202,7 @@ test "Q4_K in llama.cpp's repacked GEMV and GEMM orders (q4_K_8x8_q8_K): one row
     }
 }
 
-test "Q4_K 1-token repacked GEMV on extreme blocks: the wide 16-row kernel (AVX-512 VNNI builds) or the one-row kernel (others) equals the scalar reference per row bit for bit" {
+test "Q4_K 1-token repacked GEMV on extreme blocks: the wide 16-row (AVX-512 VNNI) or 8-row (AVX2) kernel, or the one-row kernel (others), equals the scalar reference per row bit for bit" {
     const T = qk.Q4_K;
     var prng = std.Random.DefaultPrng.init(17);
     const rng = prng.random();
@@ -237,9 +237,13 @@ test "Q4_K 1-token repacked GEMV on extreme blocks: the wide 16-row kernel (AVX-
         if (T.wide_rows == 0) {
             for (0..16) |r| got[r] = T.vecDotRepacked(&w[r], &a);
         } else {
-            var rows: [16][]align(1) const T.Block = undefined;
-            for (0..16) |r| rows[r] = &w[r];
-            got = T.vecDotWideRepacked(1, false, rows, .{&a})[0];
+            // 16 rows (AVX-512 VNNI) or two groups of 8 (AVX2).
+            const W = T.wide_rows;
+            for (0..16 / W) |g| {
+                var rows: [W][]align(1) const T.Block = undefined;
+                for (0..W) |r| rows[r] = &w[g * W + r];
+                got[g * W ..][0..W].* = T.vecDotWideRepacked(1, false, rows, .{&a})[0];
+            }
         }
         for (0..16) |r| try testing.expectEqual(@as(u32, @bitCast(T.vecDotRepackedRef(&w[r], &a))), @as(u32, @bitCast(got[r])));
     }

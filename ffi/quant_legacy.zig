@@ -845,31 +845,15 @@ fn Legacy(comptime kind: Kind) type {
         }
 
         /// Block b of 8 Q4_0 rows as `WideGroup` holds it: u32 k of row r in lane r of
-        /// vector k (a 4×4 transpose of u32 in each 128-bit half), and the 8 scales.
+        /// vector k, and the 8 scales.
         inline fn wide8Block(w_rows: [8][]align(1) const Block, b: usize) struct { [4]@Vector(8, u32), @Vector(8, f16) } {
-            const U32x8 = @Vector(8, u32);
-            var h: [4]U32x8 = undefined;
+            var h: [8]@Vector(4, u32) = undefined;
             var dv: @Vector(8, f16) = undefined;
-            inline for (0..8) |r| dv[r] = w_rows[r][b].d;
-            // h[i]: row i in the low half, row i + 4 in the high half.
-            inline for (0..4) |i| {
-                const lo: @Vector(4, u32) = @as(*align(1) const [4]u32, @ptrCast(&w_rows[i][b].qs)).*;
-                const hi: @Vector(4, u32) = @as(*align(1) const [4]u32, @ptrCast(&w_rows[i + 4][b].qs)).*;
-                h[i] = std.simd.join(lo, hi);
+            inline for (0..8) |r| {
+                dv[r] = w_rows[r][b].d;
+                h[r] = @as(*align(1) const [4]u32, @ptrCast(&w_rows[r][b].qs)).*;
             }
-            // unpack{lo,hi}_epi32 then unpack{lo,hi}_epi64, per 128-bit half.
-            const t0 = @shuffle(u32, h[0], h[1], [8]i32{ 0, ~@as(i32, 0), 1, ~@as(i32, 1), 4, ~@as(i32, 4), 5, ~@as(i32, 5) });
-            const t1 = @shuffle(u32, h[0], h[1], [8]i32{ 2, ~@as(i32, 2), 3, ~@as(i32, 3), 6, ~@as(i32, 6), 7, ~@as(i32, 7) });
-            const t2 = @shuffle(u32, h[2], h[3], [8]i32{ 0, ~@as(i32, 0), 1, ~@as(i32, 1), 4, ~@as(i32, 4), 5, ~@as(i32, 5) });
-            const t3 = @shuffle(u32, h[2], h[3], [8]i32{ 2, ~@as(i32, 2), 3, ~@as(i32, 3), 6, ~@as(i32, 6), 7, ~@as(i32, 7) });
-            const lo64 = [8]i32{ 0, 1, ~@as(i32, 0), ~@as(i32, 1), 4, 5, ~@as(i32, 4), ~@as(i32, 5) };
-            const hi64 = [8]i32{ 2, 3, ~@as(i32, 2), ~@as(i32, 3), 6, 7, ~@as(i32, 6), ~@as(i32, 7) };
-            return .{ .{
-                @shuffle(u32, t0, t2, lo64),
-                @shuffle(u32, t0, t2, hi64),
-                @shuffle(u32, t1, t3, lo64),
-                @shuffle(u32, t1, t3, hi64),
-            }, dv };
+            return .{ wide.transpose8(4, h), dv };
         }
 
         /// factor·Σa of block b of each of the T activation rows: read from Q8_0S blocks,

@@ -2,8 +2,8 @@
 //! whose rows come in groups of 16 can be stored with each block column of a group's
 //! 16 rows transposed into one `WideGroup` (each u32 lane one row), the layout the
 //! source type's 16-row wide kernel otherwise builds with shuffles every time it reads a
-//! block (Q4_0, IQ4_NL, Q4_K, on AVX-512 VNNI); on AVX2, Q4_0's groups are 8 rows (its
-//! 256-bit kernel); Q4_1's groups are 4 rows, the layout of its VNNI tile
+//! block (Q4_0, IQ4_NL, Q4_K, on AVX-512 VNNI); on AVX2, Q4_0's and Q4_K's groups are
+//! 8 rows (their 256-bit kernels); Q4_1's groups are 4 rows, the layout of its VNNI tile
 //! (`quant_q4_1_tile.Group`). The repacked matrix has exactly its source's bytes, in
 //! another order.
 //!
@@ -66,8 +66,9 @@ fn Interleaved(comptime S: type, comptime A: type) type {
 pub const Q4_0xN = Interleaved(legacy.Q4_0, act.Q8_0S);
 /// IQ4_NL interleaved (likewise; the same layout as Q4_0's).
 pub const IQ4_NLx16 = Interleaved(legacy.IQ4_NL, act.Q8_0S);
-/// Q4_K interleaved (likewise); its activations are Q4_K's own Q8_K.
-pub const Q4_Kx16 = Interleaved(kquant.Q4_K, kquant.Q8_K);
+/// Q4_K interleaved (likewise: 16-row groups on AVX-512 VNNI, 8-row ones on AVX2); its
+/// activations are Q4_K's own Q8_K.
+pub const Q4_KxN = Interleaved(kquant.Q4_K, kquant.Q8_K);
 /// Q4_1 in 4-row groups (on AVX-512 VNNI, where its 4-row tile runs; llama.cpp keeps
 /// Q4_1 as it is, and so do the sums: `vecDot`'s order).
 pub const Q4_1x4 = Interleaved(legacy.Q4_1, act.Q8_1);
@@ -75,7 +76,7 @@ pub const Q4_1x4 = Interleaved(legacy.Q4_1, act.Q8_1);
 /// The entries of this target: layouts of sources whose wide kernel runs here.
 pub const entries = (if (legacy.Q4_0.wide_rows > 0) .{Q4_0xN} else .{}) ++
     (if (legacy.IQ4_NL.wide_rows > 0) .{IQ4_NLx16} else .{}) ++
-    (if (kquant.Q4_K.wide_rows > 0) .{Q4_Kx16} else .{}) ++
+    (if (kquant.Q4_K.wide_rows > 0) .{Q4_KxN} else .{}) ++
     (if (legacy.Q4_1.wide_rows > 0) .{Q4_1x4} else .{});
 
 // ---------------------------------------------------------------------------
