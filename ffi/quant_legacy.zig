@@ -685,10 +685,15 @@ fn Legacy(comptime kind: Kind) type {
         /// its unsigned codes (up to 241) would saturate `vpmaddubsw`'s i16 pairs.
         const has_wide8 = kind == .q4_0 and !has_vnni_path and simd.has_avx2;
 
+        /// Q4_1's 8-row layout on AVX2 without AVX-512 VNNI (`q4_1Wide8`): the decode step
+        /// of the real SmolLM2 file is mostly Q4_1 GEMVs, and 8 rows per block column
+        /// share the activation loads and vectorise the scales and the min terms.
+        const has_groups8 = kind == .q4_1 and !has_vnni_path and simd.has_avx2;
+
         /// Rows per `vecDotWideRepacked` call: Q4_0 and IQ4_NL on AVX-512 VNNI (16), Q4_0
-        /// on AVX2 (8), Q4_1 on AVX-512 VNNI (4; only in its interleaved layout, as it has
-        /// no `repack_rows`), 0 otherwise.
-        pub const wide_rows: usize = if (has_wide16) 16 else if (has_wide8) 8 else if (has_groups) q4_1_tile.rows else 0;
+        /// on AVX2 (8), Q4_1 on AVX-512 VNNI (4) or AVX2 (8; Q4_1 only in its interleaved
+        /// layout, as it has no `repack_rows`), 0 otherwise.
+        pub const wide_rows: usize = if (has_wide16) 16 else if (has_wide8 or has_groups8) 8 else if (has_groups) q4_1_tile.rows else 0;
 
         /// Block b of 16 Q4_0 (or IQ4_NL) rows as the wide kernel consumes it, each u32 lane one row:
         /// the 16 quant bytes as 4 vectors (bytes 4k..4k+3 of each row in vector k) and
@@ -701,7 +706,12 @@ fn Legacy(comptime kind: Kind) type {
         } else if (has_wide8) extern struct {
             d: [8]f16,
             qs: [4][8]u32,
-        } else if (has_groups) q4_1_tile.Group else void;
+        } else if (has_groups) q4_1_tile.Group else if (has_groups8) extern struct {
+            d: [8]f16,
+            m: [8]f16,
+            /// Row r's 16 quant bytes, as in its block.
+            qs: [8][16]u8,
+        } else void;
         comptime {
             if (wide_rows > 0) std.debug.assert(@sizeOf(WideGroup) == wide_rows * @sizeOf(Block));
         }
@@ -709,6 +719,15 @@ fn Legacy(comptime kind: Kind) type {
         /// Writes block b of rows `w_rows` as one `WideGroup` (the load-time repack).
         pub fn wideGroupOf(w_rows: [wide_rows][]align(1) const Block, b: usize) WideGroup {
             if (comptime has_groups) return q4_1_tile.groupOf(Block, w_rows, b);
+            if (comptime has_groups8) {
+                var out: WideGroup = undefined;
+                inline for (0..8) |r| {
+                    out.d[r] = w_rows[r][b].d;
+                    out.m[r] = w_rows[r][b].m;
+                    out.qs[r] = w_rows[r][b].qs;
+                }
+                return out;
+            }
             const g, const dv = if (comptime has_wide8) wide8Block(w_rows, b) else wideBlockQ4_0(w_rows, b);
             var out: WideGroup = .{ .d = dv, .qs = undefined };
             inline for (0..4) |k| out.qs[k] = g[k];
@@ -732,6 +751,7 @@ fn Legacy(comptime kind: Kind) type {
         pub fn vecDotWideRepacked(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: anytype) [T][wide_rows]f32 {
             _ = gemm;
             if (comptime has_groups) return q4_1_tile.tileGroups(T, w, a_rows);
+            if (comptime has_groups8) return q4_1Wide8(T, w, a_rows);
             if (comptime has_wide8) return wide8Tile(T, w, a_rows);
             comptime std.debug.assert(has_wide16);
             const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
@@ -841,6 +861,80 @@ fn Legacy(comptime kind: Kind) type {
             }
             var out: [T][8]f32 = undefined;
             inline for (0..T) |t| out[t] = acc[t];
+            return out;
+        }
+
+        /// Q4_1 on AVX2: 8 rows (a slice of `WideGroup`s) × T tokens in `vecDot`'s order
+        /// (ggml_vec_dot_q4_1_q8_1's AVX2 branch), element [t][r] bit-identical to
+        /// `vecDot(row r, a_rows[t])`: per block one fma of the 8 exact lanes by dw·da
+        /// into the row's 8-lane accumulator, the min terms m·s (exact products) added per
+        /// block, then ggml's `hsum_float_8` plus the min sum. Rows × tokens ≤ 8
+        /// accumulators at a time (16 ymm registers): 8 rows at 1 token, 4 at 2, 2 at 3-4.
+        fn q4_1Wide8(comptime T: usize, w: []align(1) const WideGroup, a_rows: anytype) [T][8]f32 {
+            if (T > 4) {
+                var out: [T][8]f32 = undefined;
+                out[0..4].* = q4_1Wide8(4, w, a_rows[0..4].*);
+                out[4..].* = q4_1Wide8(T - 4, w, a_rows[4..].*);
+                return out;
+            }
+            const rows_per_pass = switch (T) {
+                1 => 8,
+                2 => 4,
+                else => 2,
+            };
+            var out: [T][8]f32 = undefined;
+            inline for (0..8 / rows_per_pass) |pass| {
+                const part = q4_1Wide8Rows(T, rows_per_pass, pass * rows_per_pass, w, a_rows);
+                inline for (0..T) |t| out[t][pass * rows_per_pass ..][0..rows_per_pass].* = part[t];
+            }
+            return out;
+        }
+
+        /// Rows r0..r0+RS of the 8 (see `q4_1Wide8`).
+        fn q4_1Wide8Rows(comptime T: usize, comptime RS: usize, comptime r0: usize, w: []align(1) const WideGroup, a_rows: anytype) [T][RS]f32 {
+            const U32x8 = @Vector(8, u32);
+            const n = a_rows[0].len;
+            std.debug.assert(w.len == n);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            const base: [*]const u8 = @ptrCast(w.ptr);
+            var acc: [RS][T]F32x8 = @splat(@splat(@splat(0)));
+            // Lane r: row r's Σ m·s (all 8 rows; one vector op per token and block).
+            var summs: [T]F32x8 = @splat(@splat(0));
+            // A row's 16 bytes in both halves: low nibbles (elements 0..15) in the low
+            // half, high nibbles (16..31) in the high one, as ggml's bytes_from_nibbles_32.
+            const shifts: U32x8 = .{ 0, 0, 0, 0, 4, 4, 4, 4 };
+            const low4: U32x8 = @splat(0x0F0F0F0F);
+            const ones: @Vector(16, i16) = @splat(1);
+            for (0..n) |b| {
+                if (T == 1) wide.prefetchAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
+                const g = &w[b];
+                const dw: F32x8 = @as(@Vector(8, f16), g.d);
+                const mw: F32x8 = @as(@Vector(8, f16), g.m);
+                var u: [RS]@Vector(32, u8) = undefined;
+                inline for (0..RS) |i| {
+                    const q: @Vector(4, u32) = @as(*align(1) const [4]u32, @ptrCast(&g.qs[r0 + i])).*;
+                    u[i] = @bitCast((std.simd.join(q, q) >> shifts) & low4);
+                }
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    const av: @Vector(32, i8) = ab.qs;
+                    const sc = dw * @as(F32x8, @splat(@as(f32, ab.d)));
+                    summs[t] = mw * @as(F32x8, @splat(@as(f32, ab.s))) + summs[t];
+                    inline for (0..RS) |i| {
+                        const lanes = asm ("vpmaddwd %[ones], %[p], %[out]"
+                            : [out] "=x" (-> @Vector(8, i32)),
+                            : [p] "x" (maddubs(u[i], av)),
+                              [ones] "x" (ones),
+                        );
+                        const d = @shuffle(f32, sc, undefined, @as(@Vector(8, i32), @splat(r0 + i)));
+                        acc[i][t] = @mulAdd(F32x8, d, @floatFromInt(lanes), acc[i][t]);
+                    }
+                }
+            }
+            var out: [T][RS]f32 = undefined;
+            inline for (0..T) |t| {
+                inline for (0..RS) |i| out[t][i] = simd.hsum(8, f32, acc[i][t]) + summs[t][r0 + i];
+            }
             return out;
         }
 

@@ -27,7 +27,7 @@
 //! within this VM's noise of each other (bench/RESULTS.md). `tileBest` takes it there
 //! and `tile` elsewhere (where `tile` was measured, on Intel's AVX-512 cores).
 //!
-//! `tileGroups` reads the load-time layout of repack.zig's `Q4_1x4` entry (`Group`: 4
+//! `tileGroups` reads the load-time layout of repack.zig's `Q4_1xN` entry (`Group`: 4
 //! rows' block column with their (d, m) pairs together and each row pair's codes
 //! pre-interleaved lane by lane), the default where this file's kernels run: same bits
 //! again, and about 20% less time than the tiles above at 1 and 4 tokens (a 4-sequence
@@ -302,7 +302,7 @@ inline fn interleavedSums(comptime T: usize, acc: [T][2]F32x16, summs: @Vector(r
     return out;
 }
 
-/// Block column b of 4 Q4_1 rows in the load-time layout (repack.zig's `Q4_1x4`): the
+/// Block column b of 4 Q4_1 rows in the load-time layout (repack.zig's `Q4_1xN`): the
 /// rows' (d, m) pairs, then per row pair the 64 codes of `interleave_order` packed
 /// two to a byte (byte k: code k in the low nibble, code k + 32 in the high one), so
 /// one 256-bit broadcast, a shift of the upper half and a mask give a pair's

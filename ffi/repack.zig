@@ -3,8 +3,9 @@
 //! 16 rows transposed into one `WideGroup` (each u32 lane one row), the layout the
 //! source type's 16-row wide kernel otherwise builds with shuffles every time it reads a
 //! block (Q4_0, IQ4_NL, Q4_K, on AVX-512 VNNI); on AVX2, Q4_0's and Q4_K's groups are
-//! 8 rows (their 256-bit kernels); Q4_1's groups are 4 rows, the layout of its VNNI tile
-//! (`quant_q4_1_tile.Group`). The repacked matrix has exactly its source's bytes, in
+//! 8 rows (their 256-bit kernels). Q4_1's groups are 4 rows on AVX-512 VNNI, the layout
+//! of its VNNI tile (`quant_q4_1_tile.Group`), and 8 rows on AVX2 (scales, mins, then
+//! each row's quant bytes). The repacked matrix has exactly its source's bytes, in
 //! another order.
 //!
 //! Each layout is an entry of the type table (`types.zig`) whose id is not a ggml id
@@ -69,15 +70,15 @@ pub const IQ4_NLx16 = Interleaved(legacy.IQ4_NL, act.Q8_0S);
 /// Q4_K interleaved (likewise: 16-row groups on AVX-512 VNNI, 8-row ones on AVX2); its
 /// activations are Q4_K's own Q8_K.
 pub const Q4_KxN = Interleaved(kquant.Q4_K, kquant.Q8_K);
-/// Q4_1 in 4-row groups (on AVX-512 VNNI, where its 4-row tile runs; llama.cpp keeps
-/// Q4_1 as it is, and so do the sums: `vecDot`'s order).
-pub const Q4_1x4 = Interleaved(legacy.Q4_1, act.Q8_1);
+/// Q4_1 in 4-row groups on AVX-512 VNNI (where its 4-row tile runs), 8-row ones on AVX2;
+/// llama.cpp keeps Q4_1 as it is, and so do the sums: `vecDot`'s order.
+pub const Q4_1xN = Interleaved(legacy.Q4_1, act.Q8_1);
 
 /// The entries of this target: layouts of sources whose wide kernel runs here.
 pub const entries = (if (legacy.Q4_0.wide_rows > 0) .{Q4_0xN} else .{}) ++
     (if (legacy.IQ4_NL.wide_rows > 0) .{IQ4_NLx16} else .{}) ++
     (if (kquant.Q4_K.wide_rows > 0) .{Q4_KxN} else .{}) ++
-    (if (legacy.Q4_1.wide_rows > 0) .{Q4_1x4} else .{});
+    (if (legacy.Q4_1.wide_rows > 0) .{Q4_1xN} else .{});
 
 // ---------------------------------------------------------------------------
 // Tests
