@@ -57,14 +57,17 @@ pub const parallel_threshold_macs: usize = 1 << 16;
 /// 8 × 3); F16 and BF16 weights also convert each weight vector once per tile, so
 /// more tokens per tile convert less per FMA (6 × 4). Measured on an AVX-512 Xeon
 /// (SmolLM-135M shape, 64-token prompt). Thread ranges are aligned to the row count.
-/// Without AVX-512 (16 ymm registers with AVX2): F32 4 × 3 as tinyBLAS (12
-/// accumulators, 3 activations, a weight vector), F16/BF16 4 × 4 (measured faster
-/// than 4 × 3 or 3 × 4 in the x86-64-v3 build, the conversions again).
+/// Without AVX-512 (16 ymm registers with AVX2): 4 × 3 for every weight type, as
+/// tinyBLAS (12 accumulators, 3 activations, a weight vector). F16/BF16 had 4 × 4,
+/// once measured faster in the x86-64-v3 build, but its 16 accumulators spill: on the
+/// AVX2 Zen 3 host (smollm-135m F16 pp64, 1 thread, 3 rounds alternating) 4 × 3 ran at
+/// 250-341 tok/s against 209-213 for 4 × 4 (6 × 2: 340-352, 4 × 2: 316-337, 3 × 4:
+/// 165-169, 2 × 6: 163-181).
 fn FloatTile(comptime W: type) type {
     const zmm32 = lanes == 16;
     return struct {
         const rows: usize = if (!zmm32) 4 else if (W == f32) 8 else 6;
-        const tokens: usize = if (W == f32) 3 else 4;
+        const tokens: usize = if (!zmm32 or W == f32) 3 else 4;
     };
 }
 
