@@ -1423,27 +1423,41 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]alig
                 const b0: i32 = @as(i32, ab.bsums[4 * c]) + ab.bsums[4 * c + 1];
                 const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
                 const mins = @as(I32x16, @bitCast(sm_lo[1])) *% @as(I32x16, @splat(b0)) +% @as(I32x16, @bitCast(sm_hi[1])) *% @as(I32x16, @splat(b1));
-                if (gemm) {
-                    const da: F32x16 = @splat(ab.d);
-                    acc[t] = @mulAdd(F32x16, @floatFromInt(pair), d * da, acc[t]);
-                    acc_m[t] = @mulAdd(F32x16, @floatFromInt(mins), dmin * da, acc_m[t]);
-                } else {
-                    sum[t] +%= pair;
-                    summ[t] +%= mins;
-                }
+                q4kWidePair(gemm, pair, mins, d, dmin, ab.d, &acc[t], &acc_m[t], &sum[t], &summ[t]);
             }
         }
         if (!gemm) {
-            inline for (0..T) |t| {
-                const da: F32x16 = @splat(a_rows[t][j].d);
-                acc[t] = @mulAdd(F32x16, @floatFromInt(sum[t]), d * da, acc[t]);
-                acc_m[t] = @mulAdd(F32x16, @floatFromInt(summ[t]), dmin * da, acc_m[t]);
-            }
+            inline for (0..T) |t| q4kWideBlockEnd(sum[t], summ[t], d, dmin, a_rows[t][j].d, &acc[t], &acc_m[t]);
         }
     }
     var out: [T][quant_k_wide_rows]f32 = undefined;
     inline for (0..T) |t| out[t] = acc[t] - acc_m[t];
     return out;
+}
+
+/// The float steps of the wide Q4_K kernels, lane by lane (16 or 8 rows): for a pair of
+/// sub-blocks' exact integers (`pair` = Σ sc·q·a, `mins` = Σ m·bsum), the GEMM order
+/// (`RepackedMinAccGemm`) adds them to the accumulators at once, acc = fma(pair, d·da,
+/// acc) and acc_m = fma(mins, dmin·da, acc_m); the GEMV order (`RepackedMinAcc`) sums
+/// them over the block first and `q4kWideBlockEnd` adds the block.
+inline fn q4kWidePair(comptime gemm: bool, pair: anytype, mins: @TypeOf(pair), d: anytype, dmin: @TypeOf(d), da: f32, acc: *@TypeOf(d), acc_m: *@TypeOf(d), sum: *@TypeOf(pair), summ: *@TypeOf(pair)) void {
+    const F = @TypeOf(d);
+    if (gemm) {
+        const dav: F = @splat(da);
+        acc.* = @mulAdd(F, @floatFromInt(pair), d * dav, acc.*);
+        acc_m.* = @mulAdd(F, @floatFromInt(mins), dmin * dav, acc_m.*);
+    } else {
+        sum.* +%= pair;
+        summ.* +%= mins;
+    }
+}
+
+/// The GEMV order's step per block (see `q4kWidePair`).
+inline fn q4kWideBlockEnd(sum: anytype, summ: @TypeOf(sum), d: anytype, dmin: @TypeOf(d), da: f32, acc: *@TypeOf(d), acc_m: *@TypeOf(d)) void {
+    const F = @TypeOf(d);
+    const dav: F = @splat(da);
+    acc.* = @mulAdd(F, @floatFromInt(sum), d * dav, acc.*);
+    acc_m.* = @mulAdd(F, @floatFromInt(summ), dmin * dav, acc_m.*);
 }
 
 /// `q4kWide` in the GEMM order (T of 4 or 8: prompt batches): out[t][r] is bit-identical
@@ -1665,6 +1679,20 @@ pub inline fn transpose8(comptime K: usize, rows: [8]@Vector(K, u32)) [K]U32x8 {
     return out;
 }
 
+/// A wide kernel's weights, `rows` row slices or a slice of interleaved groups `G`, and
+/// its activation rows: checks that they all have the same block count, and returns the
+/// first byte of the weights (contiguous in either layout: `prefetchAhead`'s base).
+pub inline fn wideOperands(comptime G: type, comptime rows: usize, w: anytype, a_rows: anytype) [*]const u8 {
+    const n = a_rows[0].len;
+    inline for (0..a_rows.len) |t| std.debug.assert(a_rows[t].len == n);
+    if (comptime @TypeOf(w) == []align(1) const G) {
+        std.debug.assert(w.len == n);
+        return @ptrCast(w.ptr);
+    }
+    inline for (0..rows) |r| std.debug.assert(w[r].len == n);
+    return @ptrCast(w[0].ptr);
+}
+
 /// Block j of 8 Q4_K rows as the 8-row kernel consumes it, each u32 lane one row: the
 /// head (d|dmin, then scale bytes 0-3, 4-7, 8-11) and each quarter block's 8 vectors
 /// (lane r of vector g: row r's quant bytes 32c+4g..32c+4g+3). `Interleaved`
@@ -1719,11 +1747,8 @@ fn q4kWide8(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]ali
         out[4..].* = q4kWide8(T - 4, gemm, w, a_rows[4..].*);
         return out;
     }
-    const grouped = comptime @TypeOf(w) == []align(1) const Q4KWideGroup8;
     const n = a_rows[0].len;
-    if (grouped) std.debug.assert(w.len == n) else inline for (0..8) |r| std.debug.assert(w[r].len == n);
-    inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
-    const base: [*]const u8 = if (grouped) @ptrCast(w.ptr) else @ptrCast(w[0].ptr);
+    const base = wideOperands(Q4KWideGroup8, 8, w, a_rows);
     var acc: [T]F32x8 = @splat(@splat(0));
     var acc_m: [T]F32x8 = @splat(@splat(0));
     const low4: U32x8 = @splat(0x0F0F0F0F);
@@ -1763,22 +1788,11 @@ fn q4kWide8(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]ali
                 const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
                 const bpair: u32 = @as(u32, @as(u16, @bitCast(@as(i16, @intCast(b0))))) | @as(u32, @as(u16, @bitCast(@as(i16, @intCast(b1))))) << 16;
                 const m = maddwd256(mins, @bitCast(@as(U32x8, @splat(bpair))));
-                if (gemm) {
-                    const da: F32x8 = @splat(ab.d);
-                    acc[t] = @mulAdd(F32x8, @floatFromInt(pair), d * da, acc[t]);
-                    acc_m[t] = @mulAdd(F32x8, @floatFromInt(m), dmin * da, acc_m[t]);
-                } else {
-                    sum[t] +%= pair;
-                    summ[t] +%= m;
-                }
+                q4kWidePair(gemm, pair, m, d, dmin, ab.d, &acc[t], &acc_m[t], &sum[t], &summ[t]);
             }
         }
         if (!gemm) {
-            inline for (0..T) |t| {
-                const da: F32x8 = @splat(a_rows[t][j].d);
-                acc[t] = @mulAdd(F32x8, @floatFromInt(sum[t]), d * da, acc[t]);
-                acc_m[t] = @mulAdd(F32x8, @floatFromInt(summ[t]), dmin * da, acc_m[t]);
-            }
+            inline for (0..T) |t| q4kWideBlockEnd(sum[t], summ[t], d, dmin, a_rows[t][j].d, &acc[t], &acc_m[t]);
         }
     }
     var out: [T][8]f32 = undefined;

@@ -756,9 +756,7 @@ fn Legacy(comptime kind: Kind) type {
             comptime std.debug.assert(has_wide16);
             const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
             const n = a_rows[0].len;
-            if (grouped) std.debug.assert(w.len == n) else inline for (0..16) |r| std.debug.assert(w[r].len == n);
-            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
-            const base: [*]const u8 = if (grouped) @ptrCast(w.ptr) else @ptrCast(w[0].ptr);
+            const base = wide.wideOperands(WideGroup, 16, w, a_rows);
             var acc: [T]F32x16 = @splat(@splat(0));
             const low4: wide.U32x16 = @splat(0x0F0F0F0F);
             for (0..n) |b| {
@@ -820,9 +818,7 @@ fn Legacy(comptime kind: Kind) type {
             const U32x8 = @Vector(8, u32);
             const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
             const n = a_rows[0].len;
-            if (grouped) std.debug.assert(w.len == n) else inline for (0..8) |r| std.debug.assert(w[r].len == n);
-            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
-            const base: [*]const u8 = if (grouped) @ptrCast(w.ptr) else @ptrCast(w[0].ptr);
+            const base = wide.wideOperands(WideGroup, 8, w, a_rows);
             var acc: [T]F32x8 = @splat(@splat(0));
             const low4: U32x8 = @splat(0x0F0F0F0F);
             const ones: @Vector(16, i16) = @splat(1);
@@ -894,9 +890,7 @@ fn Legacy(comptime kind: Kind) type {
         fn q4_1Wide8Rows(comptime T: usize, comptime RS: usize, comptime r0: usize, w: []align(1) const WideGroup, a_rows: anytype) [T][RS]f32 {
             const U32x8 = @Vector(8, u32);
             const n = a_rows[0].len;
-            std.debug.assert(w.len == n);
-            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
-            const base: [*]const u8 = @ptrCast(w.ptr);
+            const base = wide.wideOperands(WideGroup, 8, w, a_rows);
             var acc: [RS][T]F32x8 = @splat(@splat(@splat(0)));
             // Lane r: row r's Σ m·s (all 8 rows; one vector op per token and block).
             var summs: [T]F32x8 = @splat(@splat(0));
