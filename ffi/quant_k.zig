@@ -1750,6 +1750,22 @@ fn q4kWide8GroupOf(w_rows: [8][]align(1) const Q4_K.Block, j: usize) Q4KWideGrou
     return out;
 }
 
+/// Byte k0 of each u32 lane into its low i16, byte k1 into its high i16, zero-extended
+/// (one `vpshufb` on AVX2).
+inline fn byteToHalves(v: U32x8, comptime k0: usize, comptime k1: usize) U32x8 {
+    const mask = comptime blk: {
+        var m: [32]i32 = undefined;
+        for (0..8) |lane| {
+            m[4 * lane + 0] = @intCast(4 * lane + k0);
+            m[4 * lane + 1] = -1; // a zero byte of the second operand
+            m[4 * lane + 2] = @intCast(4 * lane + k1);
+            m[4 * lane + 3] = -1;
+        }
+        break :blk m;
+    };
+    return @bitCast(@shuffle(u8, @as(U8x32, @bitCast(v)), @as(U8x32, @splat(0)), mask));
+}
+
 /// 8 Q4_K rows × T tokens in the repacked GEMV (`gemm` false) or GEMM order; `w` is 8
 /// row slices or a slice of `Q4KWideGroup8`s. out[t][r] is bit-identical to
 /// `vecDotRepacked` (or `vecDotRepackedGemm`) of row r, token t. More than 4 tokens run
@@ -1774,15 +1790,30 @@ fn q4kWide8(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]ali
         const dd = head[0];
         const d: F32x8 = @floatCast(@as(@Vector(8, f16), @bitCast(@as(@Vector(8, u16), @truncate(dd)))));
         const dmin: F32x8 = @floatCast(@as(@Vector(8, f16), @bitCast(@as(@Vector(8, u16), @truncate(dd >> @splat(16))))));
+        // The 8 scales and 8 mins of the 8 rows, bytewise from the transposed scale bytes
+        // (ggml's get_scale_min_k4 per byte k of a lane): sub-blocks 0-3 in sc_a/m_a,
+        // 4-7 in sc_b/m_b (see `q4kWideGemv`).
+        const q0, const q1, const q2 = .{ head[1], head[2], head[3] };
+        const six: U32x8 = @splat(0x3F3F3F3F);
+        const top2: U32x8 = @splat(0x30303030);
+        const sc_a = q0 & six;
+        const m_a = q1 & six;
+        const sc_b = (q2 & low4) | ((q0 >> @splat(2)) & top2);
+        const m_b = ((q2 >> @splat(4)) & low4) | ((q1 >> @splat(2)) & top2);
+        // Per token, the 8 sums of bsum pairs (one per 32-element sub-block) as i16, u32
+        // lane c holding sub-blocks 2c and 2c + 1: the `vpmaddwd` partner of the mins.
+        var bpairs: [T]@Vector(4, u32) = undefined;
+        inline for (0..T) |t| {
+            const bs: I16x16 = a_rows[t][j].bsums;
+            bpairs[t] = @bitCast(@as(@Vector(8, i16), @truncate(maddwd256(bs, @splat(1)))));
+        }
         var sum: [T]I32x8 = @splat(@splat(0));
         var summ: [T]I32x8 = @splat(@splat(0));
         inline for (0..4) |c| {
-            const sm_lo = q4kWideScaleMin(2 * c, head[1], head[2], head[3]);
-            const sm_hi = q4kWideScaleMin(2 * c + 1, head[1], head[2], head[3]);
             // Each row's scale in both i16 halves of its lane; its two mins as a pair.
-            const sc_lo: I16x16 = @bitCast(sm_lo[0] * @as(U32x8, @splat(0x10001)));
-            const sc_hi: I16x16 = @bitCast(sm_hi[0] * @as(U32x8, @splat(0x10001)));
-            const mins: I16x16 = @bitCast(sm_lo[1] | (sm_hi[1] << @splat(16)));
+            const sc_lo: I16x16 = @bitCast(byteToHalves(if (c < 2) sc_a else sc_b, (2 * c) % 4, (2 * c) % 4));
+            const sc_hi: I16x16 = @bitCast(byteToHalves(if (c < 2) sc_a else sc_b, (2 * c + 1) % 4, (2 * c + 1) % 4));
+            const mins: I16x16 = @bitCast(byteToHalves(if (c < 2) m_a else m_b, (2 * c) % 4, (2 * c + 1) % 4));
             if (T <= 2) prefetchAhead(base, group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
             const wt = q4kWide8Chunk(w, j, c);
             var pl: [T]I16x16 = @splat(@splat(0));
@@ -1799,10 +1830,7 @@ fn q4kWide8(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]ali
             inline for (0..T) |t| {
                 const ab = &a_rows[t][j];
                 const pair = maddwd256(pl[t], sc_lo) +% maddwd256(ph[t], sc_hi);
-                const b0: i32 = @as(i32, ab.bsums[4 * c]) + ab.bsums[4 * c + 1];
-                const b1: i32 = @as(i32, ab.bsums[4 * c + 2]) + ab.bsums[4 * c + 3];
-                const bpair: u32 = @as(u32, @as(u16, @bitCast(@as(i16, @intCast(b0))))) | @as(u32, @as(u16, @bitCast(@as(i16, @intCast(b1))))) << 16;
-                const m = maddwd256(mins, @bitCast(@as(U32x8, @splat(bpair))));
+                const m = maddwd256(mins, @bitCast(@as(U32x8, @splat(bpairs[t][c]))));
                 q4kWidePair(gemm, pair, m, d, dmin, ab.d, &acc[t], &acc_m[t], &sum[t], &summ[t]);
             }
         }
