@@ -1541,6 +1541,24 @@ inline fn q4kWideScaleMin(comptime jj: usize, q0: anytype, q1: @TypeOf(q0), q2: 
     return .{ sc, m };
 }
 
+/// The 8 scales and 8 mins of 16 (or 8) Q4_K rows, bytewise from their transposed 12
+/// scale bytes (q0, q1, q2: bytes 0-3, 4-7, 8-11 of each row as one u32 lane). Per byte k
+/// of a lane (ggml's get_scale_min_k4): sub-blocks 0-3 scale q[k] & 63, min q[k+4] & 63
+/// (returned as sc_a, m_a); sub-blocks 4-7 scale (q[k+8] & 15) | (q[k] >> 6) << 4, min
+/// (q[k+8] >> 4) | (q[k+4] >> 6) << 4 (sc_b, m_b).
+inline fn scalesMinsBytewise(q0: anytype, q1: @TypeOf(q0), q2: @TypeOf(q0)) [4]@TypeOf(q0) {
+    const V = @TypeOf(q0);
+    const six: V = @splat(0x3F3F3F3F);
+    const top2: V = @splat(0x30303030);
+    const low4: V = @splat(0x0F0F0F0F);
+    return .{
+        q0 & six,
+        q1 & six,
+        (q2 & low4) | ((q0 >> @splat(2)) & top2),
+        ((q2 >> @splat(4)) & low4) | ((q1 >> @splat(2)) & top2),
+    };
+}
+
 /// f32(il·sc_lo + ih·sc_hi) and f32(m_lo·b0 + m_hi·b1) of `q4kWide`'s GEMM step, computed
 /// in f32 yet exact: every operand and partial result is an integer below 2^24
 /// (|il|, |ih| ≤ 32·15·128 = 61440 and scales/mins ≤ 63 give |pair| ≤ 7.75e6; |b0|, |b1|
@@ -1596,16 +1614,7 @@ fn q4kWideGemv(w: anytype, a: []align(1) const Q8_K.Block) [quant_k_wide_rows]f3
         const head = q4kWideHead(w, j);
         const d = head.d;
         const dmin = head.dmin;
-        // Scale bytes q[0..12] of each row as 3 lanes; per byte k of a lane (ggml's
-        // get_scale_min_k4): sub-blocks 0-3 scale q[k] & 63, min q[k+4] & 63;
-        // sub-blocks 4-7 scale (q[k+8] & 15) | (q[k] >> 6) << 4, min (q[k+8] >> 4) | (q[k+4] >> 6) << 4.
-        const q0, const q1, const q2 = head.scales;
-        const six: U32x16 = @splat(0x3F3F3F3F);
-        const top2: U32x16 = @splat(0x30303030);
-        const sc_a = q0 & six;
-        const m_a = q1 & six;
-        const sc_b = (q2 & low4) | ((q0 >> @splat(2)) & top2);
-        const m_b = ((q2 >> @splat(4)) & low4) | ((q1 >> @splat(2)) & top2);
+        const sc_a, const m_a, const sc_b, const m_b = scalesMinsBytewise(head.scales[0], head.scales[1], head.scales[2]);
         const ab = &a[j];
         // Σ_sub-block min·(bsums pair): (min 2k, min 2k+1) · (pair sum 2k, pair sum 2k+1).
         var summ: I32x16 = @splat(0);
@@ -1790,16 +1799,7 @@ fn q4kWide8(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]ali
         const dd = head[0];
         const d: F32x8 = @floatCast(@as(@Vector(8, f16), @bitCast(@as(@Vector(8, u16), @truncate(dd)))));
         const dmin: F32x8 = @floatCast(@as(@Vector(8, f16), @bitCast(@as(@Vector(8, u16), @truncate(dd >> @splat(16))))));
-        // The 8 scales and 8 mins of the 8 rows, bytewise from the transposed scale bytes
-        // (ggml's get_scale_min_k4 per byte k of a lane): sub-blocks 0-3 in sc_a/m_a,
-        // 4-7 in sc_b/m_b (see `q4kWideGemv`).
-        const q0, const q1, const q2 = .{ head[1], head[2], head[3] };
-        const six: U32x8 = @splat(0x3F3F3F3F);
-        const top2: U32x8 = @splat(0x30303030);
-        const sc_a = q0 & six;
-        const m_a = q1 & six;
-        const sc_b = (q2 & low4) | ((q0 >> @splat(2)) & top2);
-        const m_b = ((q2 >> @splat(4)) & low4) | ((q1 >> @splat(2)) & top2);
+        const sc_a, const m_a, const sc_b, const m_b = scalesMinsBytewise(head[1], head[2], head[3]);
         // Per token, the 8 sums of bsum pairs (one per 32-element sub-block) as i16, u32
         // lane c holding sub-blocks 2c and 2c + 1: the `vpmaddwd` partner of the mins.
         var bpairs: [T]@Vector(4, u32) = undefined;
