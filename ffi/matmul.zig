@@ -583,11 +583,17 @@ const cell_tokens = if (simd.has_avx512vnni) 6 else 8;
 /// Prompt rows [r, r + 2·cell_pairs) for every token: cell tiles, token tails by
 /// narrower ones.
 fn cellRows(comptime P: usize, comptime TT: usize, job: *const Q8Job, r: usize) void {
+    tokenTiles(tileQ8Cells, P, TT, job, r);
+}
+
+/// Every token of the rows at r in `tile(A, TT, ...)` tiles, the token tail in a
+/// narrower one.
+fn tokenTiles(comptime tile: anytype, comptime A: usize, comptime TT: usize, job: *const Q8Job, r: usize) void {
     var t: usize = 0;
-    while (t + TT <= job.tokens) : (t += TT) tileQ8Cells(P, TT, job, r, t);
+    while (t + TT <= job.tokens) : (t += TT) tile(A, TT, job, r, t);
     switch (job.tokens - t) {
         0 => {},
-        inline 1...TT - 1 => |n| tileQ8Cells(P, n, job, r, t),
+        inline 1...TT - 1 => |n| tile(A, n, job, r, t),
         else => unreachable,
     }
 }
@@ -620,14 +626,7 @@ inline fn tileQ8Avx2(comptime R: usize, comptime T: usize, job: *const Q8Job, r0
 /// Prompt rows [r, r + R) for every token in AVX2 assembly tiles of 4 tokens, the
 /// token tail in a narrower one.
 fn avx2Rows(comptime R: usize, job: *const Q8Job, r: usize) void {
-    const TT = q8_0_tile_avx2.max_tokens;
-    var t: usize = 0;
-    while (t + TT <= job.tokens) : (t += TT) tileQ8Avx2(R, TT, job, r, t);
-    switch (job.tokens - t) {
-        0 => {},
-        inline 1...TT - 1 => |n| tileQ8Avx2(R, n, job, r, t),
-        else => unreachable,
-    }
+    tokenTiles(tileQ8Avx2, R, q8_0_tile_avx2.max_tokens, job, r);
 }
 
 /// The tiles a prompt (2+ tokens) takes.
@@ -698,7 +697,12 @@ fn quantizeRange(job: *const QuantizeJob, token_begin: usize, token_end: usize) 
             job.act.neg_corr[t * padded * 8 ..][0 .. padded * 8],
             job.act.scales[t * padded ..][0..padded],
         );
-        for (0..padded) |b| job.act.scales_by_block[b * job.tokens + t] = job.act.scales[t * padded + b];
+        // Only the AVX2 assembly tile reads the block-major copy (prompts of 5+ tokens).
+        if (comptime simd.has_avx2) {
+            if (job.tokens > cell_prefetch_max_tokens) {
+                for (0..padded) |b| job.act.scales_by_block[b * job.tokens + t] = job.act.scales[t * padded + b];
+            }
+        }
     }
 }
 
