@@ -271,6 +271,31 @@ test "Q6_K in llama.cpp's tiled matmul order (8+ token batches): one row and 4-r
     }
 }
 
+test "Q8_K.quantizeRow (vectors) gives quantizeRowRef's bytes: random rows, ties of |max|, NaN, inf, zeros" {
+    var prng = std.Random.DefaultPrng.init(0x9e3779b9);
+    const rng = prng.random();
+    const nb = 6;
+    var x: [nb * qk.qk_k]f32 = undefined;
+    var got: [nb]qk.Q8_K.Block = undefined;
+    var want: [nb]qk.Q8_K.Block = undefined;
+    for (0..200) |round| {
+        for (&x) |*v| v.* = rng.floatNorm(f32) * 3;
+        // Block 1: |max| reached twice with opposite signs (the first one sets the sign).
+        x[qk.qk_k + 200] = 9;
+        x[qk.qk_k + 17 + round % 100] = -9;
+        // Block 2: all zero but one negative zero; block 3: a NaN before the max.
+        @memset(x[2 * qk.qk_k ..][0..qk.qk_k], 0);
+        x[2 * qk.qk_k + round % qk.qk_k] = -0.0;
+        x[3 * qk.qk_k + round % qk.qk_k] = std.math.nan(f32);
+        // Block 4: an infinity every 8th round; block 5: values on rounding ties.
+        if (round % 8 == 0) x[4 * qk.qk_k + round % qk.qk_k] = -std.math.inf(f32);
+        for (x[5 * qk.qk_k ..][0..qk.qk_k], 0..) |*v, k| v.* = @as(f32, @floatFromInt(@as(i32, @intCast(k % 255)) - 127)) / 2;
+        qk.Q8_K.quantizeRow(&x, &got);
+        qk.Q8_K.quantizeRowRef(&x, &want);
+        try testing.expectEqualSlices(u8, std.mem.asBytes(&want), std.mem.asBytes(&got));
+    }
+}
+
 test "Q8_K rows of zeros, NaN and inf quantize without traps" {
     var x: [2 * qk.qk_k]f32 = @splat(0);
     x[qk.qk_k + 1] = std.math.nan(f32);
