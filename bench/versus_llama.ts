@@ -4,7 +4,10 @@
  * their Q4_0 and Q4_K_M quantizations of the Llama-3.2-1B shape, and the real
  * SmolLM2-135M-Instruct Q4_1 file of the test data; pp64 and tg32 at 1 and 2
  * threads, interleaved cell by cell, plus the memory-bandwidth bound of
- * Llama-3.2-1B Q8_0 and Q4_K_M decode. Prints markdown.
+ * Llama-3.2-1B decode at 1 thread (each type's file size ÷ the best 1-thread read
+ * bandwidth of `bench:bandwidth` run just before and just after that model's rows:
+ * a shared host's bandwidth moves by a third within minutes, so a bound measured
+ * elsewhere in the run would compare the decode with another moment). Prints markdown.
  *
  *   deno task bench:versus --llama-bench /path/to/llama-bench [-r 3]
  *     [--llama-quantize /path/to/llama-quantize] [--only q4]
@@ -125,9 +128,17 @@ const lines = [
   "| --- | --- | --- | ---: | ---: | ---: | ---: |",
 ];
 /** 1-thread decode rows of the 1B shape, by type: compared with the bandwidth bound. */
-const decode1b = new Map<string, { row: Row; path: string }>();
+const decode1b = new Map<string, { row: Row; path: string; gbps: number[] }>();
+/** The best 1-thread read bandwidth of one `bench:bandwidth` run, GB/s. */
+function readBandwidth(): number {
+  const rows = JSON.parse(run(["task", "bench:bandwidth", "--json"])) as Array<
+    { threads: number; best_gbps: number }
+  >;
+  return rows.find((b) => b.threads === 1)!.best_gbps;
+}
 for (const { shape, type, path, make } of models) {
   if (!existsSync(path)) make();
+  const gbps = shape === "llama-3.2-1b" ? [readBandwidth()] : [];
   const json = run([
     "bench",
     path,
@@ -143,6 +154,7 @@ for (const { shape, type, path, make } of models) {
     "--llama-bench",
     llamaBench,
   ]);
+  if (gbps.length > 0) gbps.push(readBandwidth());
   const rows = JSON.parse(json) as Row[];
   for (const r of rows) {
     lines.push(
@@ -152,25 +164,23 @@ for (const { shape, type, path, make } of models) {
         `${r.ratio.toFixed(2)} |`,
     );
     if (shape === "llama-3.2-1b" && r.test === "tg32" && r.threads === 1) {
-      decode1b.set(type.toUpperCase(), { row: r, path });
+      decode1b.set(type.toUpperCase(), { row: r, path, gbps });
     }
   }
 }
 console.log(lines.join("\n"));
 
-const bandwidth = JSON.parse(run(["task", "bench:bandwidth", "--json"])) as Array<
-  { threads: number; best_gbps: number }
->;
-for (const [type, { row, path }] of decode1b) {
+for (const [type, { row, path, gbps: around }] of decode1b) {
   const bytes = statSync(path).size;
-  const gbps = bandwidth.find((b) => b.threads === 1)!.best_gbps;
+  const gbps = Math.max(...around);
   const bound = (gbps * 1e9) / bytes;
   console.log(
     `\nLlama-3.2-1B ${type} decode, 1 thread: ${row.tok_s_mean.toFixed(1)} tok/s reads ` +
       `${(bytes / 1e9).toFixed(2)} GB per token = ${
         (row.tok_s_mean * bytes / 1e9).toFixed(1)
       } GB/s; ` +
-      `measured read bandwidth ${gbps} GB/s bounds it at ${bound.toFixed(1)} tok/s ` +
+      `measured read bandwidth ${gbps} GB/s (best of ${around.join(" before, ")} after its rows) ` +
+      `bounds it at ${bound.toFixed(1)} tok/s ` +
       `(${(100 * row.tok_s_mean / bound).toFixed(0)}% of the bound; llama.cpp ` +
       `${(100 * row.llama_cpp_tok_s_mean / bound).toFixed(0)}%).`,
   );
