@@ -280,16 +280,19 @@ test "Q8_K.quantizeRow (vectors) gives quantizeRowRef's bytes: random rows, ties
     var want: [nb]qk.Q8_K.Block = undefined;
     for (0..200) |round| {
         for (&x) |*v| v.* = rng.floatNorm(f32) * 3;
-        // Block 1: |max| reached twice with opposite signs (the first one sets the sign).
+        // Block 1: |max| reached twice with opposite signs, the first (which sets the
+        // sign) in an earlier 16-lane group or in the same group.
         x[qk.qk_k + 200] = 9;
-        x[qk.qk_k + 17 + round % 100] = -9;
-        // Block 2: all zero but one negative zero; block 3: a NaN before the max.
+        x[qk.qk_k + if (round % 2 == 0) 17 + round % 100 else 192 + round % 8] = -9;
+        // Block 2: all zero but one negative zero; block 3: a NaN at a moving position.
         @memset(x[2 * qk.qk_k ..][0..qk.qk_k], 0);
         x[2 * qk.qk_k + round % qk.qk_k] = -0.0;
         x[3 * qk.qk_k + round % qk.qk_k] = std.math.nan(f32);
-        // Block 4: an infinity every 8th round; block 5: values on rounding ties.
+        // Block 4: an infinity every 8th round. Block 5: max −63.5, so the scale is 2 and
+        // the quarters below scale onto rounding ties (x.5).
         if (round % 8 == 0) x[4 * qk.qk_k + round % qk.qk_k] = -std.math.inf(f32);
-        for (x[5 * qk.qk_k ..][0..qk.qk_k], 0..) |*v, k| v.* = @as(f32, @floatFromInt(@as(i32, @intCast(k % 255)) - 127)) / 2;
+        for (x[5 * qk.qk_k ..][0..qk.qk_k], 0..) |*v, k| v.* = @as(f32, @floatFromInt(@as(i32, @intCast(k % 64)) - 32)) / 4;
+        x[5 * qk.qk_k] = -63.5;
         qk.Q8_K.quantizeRow(&x, &got);
         qk.Q8_K.quantizeRowRef(&x, &want);
         try testing.expectEqualSlices(u8, std.mem.asBytes(&want), std.mem.asBytes(&got));
