@@ -841,8 +841,10 @@ fn TiledAcc(comptime shift: u5) type {
 /// (`ggml_tiled_min_batch`: "profitable at rows >= 8").
 pub const tiled_min_tokens = 8;
 
-/// The GEMV kernels' linear weight prefetch (see `simd.prefetchAhead`).
+/// The GEMV kernels' linear weight prefetch (see `simd.prefetchAhead`), and the one of the
+/// kernels that read one contiguous span (the 16- and 8-row Q4_K kernels).
 const prefetchAhead = simd.prefetchAhead;
+const prefetchSpanAhead = simd.prefetchSpanAhead;
 
 /// The row loop shared by every type's vecDotPath and vecDotRows.
 inline fn rowsDot(comptime T: type, comptime path: Path, comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
@@ -1473,7 +1475,7 @@ fn q4kWide(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]alig
             if (T <= 2) {
                 // A GEMV streams the group's 16 rows: fetch the bytes a step of it
                 // consumes (a quarter block of each row), ahead in the matrix.
-                prefetchAhead(q4kWideBase(w), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
+                prefetchSpanAhead(q4kWideBase(w), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
             }
             const wt = q4kWideChunk(w, j, c);
             inline for (0..T) |t| {
@@ -1677,7 +1679,7 @@ fn q4kWideGemv(w: anytype, a: []align(1) const Q8_K.Block) [quant_k_wide_rows]f3
         }
         var sum: I32x16 = @splat(0);
         inline for (0..4) |c| {
-            prefetchAhead(q4kWideBase(w), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
+            prefetchSpanAhead(q4kWideBase(w), group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
             const wt = q4kWideChunk(w, j, c);
             var il: I32x16 = @splat(0);
             var ih16: I32x16 = @splat(0);
@@ -1864,7 +1866,7 @@ fn q4kWide8(comptime T: usize, comptime gemm: bool, w: anytype, a_rows: [T][]ali
             const sc_lo: I16x16 = @bitCast(byteToHalves(if (c < 2) sc_a else sc_b, (2 * c) % 4, (2 * c) % 4));
             const sc_hi: I16x16 = @bitCast(byteToHalves(if (c < 2) sc_a else sc_b, (2 * c + 1) % 4, (2 * c + 1) % 4));
             const mins: I16x16 = @bitCast(byteToHalves(if (c < 2) m_a else m_b, (2 * c) % 4, (2 * c + 1) % 4));
-            if (T <= 2) prefetchAhead(base, group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
+            if (T <= 2) prefetchSpanAhead(base, group_bytes, (4 * j + c) * chunk_bytes, chunk_bytes);
             const wt = q4kWide8Chunk(w, j, c);
             var pl: [T]I16x16 = @splat(@splat(0));
             var ph: [T]I16x16 = @splat(@splat(0));

@@ -762,8 +762,8 @@ fn Legacy(comptime kind: Kind) type {
             for (0..n) |b| {
                 // A GEMV streams the group's 16 rows (contiguous in either layout):
                 // fetch the bytes a block column consumes, linearly ahead in the matrix
-                // (see `simd.prefetchAhead`).
-                if (T <= 2) simd.prefetchAhead(base, 16 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
+                // (see `simd.prefetchSpanAhead`).
+                if (T <= 2) simd.prefetchSpanAhead(base, 16 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
                 // (A group's quants are read as arrays: a @bitCast to vectors would let
                 // the compiler assume vector alignment, and groups are 4-byte aligned.)
                 const g: [4]wide.U32x16, const dh: @Vector(16, f16) = if (grouped)
@@ -824,8 +824,8 @@ fn Legacy(comptime kind: Kind) type {
             const ones: @Vector(16, i16) = @splat(1);
             for (0..n) |b| {
                 // A GEMV streams the group's 8 rows: fetch ahead linearly (see
-                // `simd.prefetchAhead`).
-                if (T <= 2) simd.prefetchAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
+                // `simd.prefetchSpanAhead`).
+                if (T <= 2) simd.prefetchSpanAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
                 const g: [4]U32x8, const dh: @Vector(8, f16) = if (grouped)
                     .{ .{ w[b].qs[0], w[b].qs[1], w[b].qs[2], w[b].qs[3] }, w[b].d }
                 else
@@ -900,7 +900,7 @@ fn Legacy(comptime kind: Kind) type {
             const low4: U32x8 = @splat(0x0F0F0F0F);
             const ones: @Vector(16, i16) = @splat(1);
             for (0..n) |b| {
-                if (T == 1) simd.prefetchAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
+                if (T == 1) simd.prefetchSpanAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
                 const g = &w[b];
                 const dw: F32x8 = @as(@Vector(8, f16), g.d);
                 const mw: F32x8 = @as(@Vector(8, f16), g.m);
