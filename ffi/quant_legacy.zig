@@ -60,9 +60,10 @@ else if (simd.has_avx2)
 else
     &.{.generic};
 
-/// How far ahead of the current block `rowPairs` prefetches each row's weights: a few
-/// cache lines, so each of a tile's row streams is in flight before it is read (measured
-/// on a loaded 2-core host only; 512 was never worse than none).
+/// How far ahead of the current block the repacked-order prompt tile (`tileRepackedFold`)
+/// prefetches each row's weights: a few cache lines, so each of a tile's row streams is
+/// in flight before it is read (measured on a loaded 2-core host only; 512 was never
+/// worse than none). The GEMV (`tile`) prefetches its span linearly instead.
 const prefetch_bytes: usize = 512;
 
 const Kind = enum { q4_0, q4_1, q5_0, q5_1, iq4_nl };
@@ -517,13 +518,16 @@ fn Legacy(comptime kind: Kind) type {
             for (0..n_vec) |b| {
                 var u: [P]U8x64 = undefined;
                 var dw: [P]@Vector(2, f32) = undefined;
+                // A GEMV (or a 2-sequence step) streams the 2P rows, consecutive in the
+                // matmul: fetch the span linearly ahead (`simd.prefetchAhead`). The
+                // per-row `prefetch_bytes` was too short a lead from memory: Zen 4, a 450
+                // MB ring of 8192×2048 matrices beside a plain read, 1 thread, Q5_0 GEMV
+                // 6.9-7.0 GB/s (0.24-0.25 of the read) with it, 16.7-16.9 (0.58-0.61)
+                // with this; Q5_1 6.6-6.7 and 15.0-15.7.
+                if (T <= 2) simd.prefetchAhead(@ptrCast(w_rows[0].ptr), 2 * P * n * @sizeOf(Block), b * 2 * P * @sizeOf(Block), 2 * P * @sizeOf(Block));
                 inline for (0..P) |p| {
                     const wr = &w_rows[2 * p][b];
                     const ws = &w_rows[2 * p + 1][b];
-                    if (prefetch_bytes > 0) {
-                        @prefetch(@as([*]const u8, @ptrCast(wr)) + prefetch_bytes, .{ .locality = 2 });
-                        @prefetch(@as([*]const u8, @ptrCast(ws)) + prefetch_bytes, .{ .locality = 2 });
-                    }
                     u[p] = unpackTwoRows(wr, ws);
                     dw[p] = .{ wr.d, ws.d };
                 }
