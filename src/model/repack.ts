@@ -7,15 +7,21 @@
  * in the same order: logits keep their bits.
  *
  * The other matmul weights, and a tied LM head (it is the token embedding),
- * are copied as they are: the native buffers start on 2 MiB boundaries and
- * are offered to the kernel as transparent huge pages (`dotllm_alloc`), so a
- * decode step streams them without a TLB miss and a prefetcher restart every
- * 4 KiB page of the file mapping (1B-shape decode at 1 thread, medians of
- * alternating rounds on the Intel Xeon of 2026-12-04: Q8_0 8.9 → 10.2 tok/s,
- * Q4_K_M 12.6 → 14.1).
+ * are copied as they are. Every copy goes into one native buffer, the arena,
+ * in the order a decode step reads them (layer by layer, then the LM head),
+ * each tensor on a page boundary. The arena starts on a 2 MiB boundary and is
+ * offered to the kernel as transparent huge pages (`dotllm_alloc`), so a
+ * decode step streams it without a TLB miss and a prefetcher restart every
+ * 4 KiB page (1B-shape decode at 1 thread, medians of alternating rounds on
+ * the Intel Xeon of 2026-12-04, huge pages against the file mapping: Q8_0 8.9
+ * → 10.2 tok/s, Q4_K_M 12.6 → 14.1). One buffer per tensor took huge pages
+ * only for tensors of 2 MiB or more, so a small model's matrices (smollm-135m:
+ * 0.2-1.8 MB each) stayed in 4 KiB pages: on the Zen 4 host, 450 MB rings of
+ * F16 matrices of 192-1536 × 576, GEMV at 1 thread, 18-24 GB/s in separate
+ * buffers against 22-31 GB/s in one huge-page buffer.
  *
- * The copies live in native buffers the {@linkcode Repacked} owns (as many
- * bytes as the tensors they replace); when the weights are a file mapping,
+ * The arena is the {@linkcode Repacked}'s one buffer (as many bytes as the
+ * tensors it replaces, plus page padding); when the weights are a file mapping,
  * the file's pages of those tensors are then released
  * (`dotllm_release_pages`), so the resident set stays about the model's
  * size. Token embeddings are never repacked (rows are looked up by id), nor a
@@ -31,7 +37,7 @@ import { tagged } from "./_tagged.ts";
 /** Weights with their repacked matmul matrices, and the buffers that hold them. */
 export interface Repacked {
   readonly weights: ModelWeights;
-  /** The native buffers of the repacked matrices (free them with the model). */
+  /** The native buffer (the arena) of the placed matrices (free it with the model). */
   readonly buffers: readonly NativeBuffer[];
   /** Bytes copied into interleaved layouts. */
   readonly sizeBytes: number;
@@ -42,6 +48,12 @@ export interface Repacked {
 const MATMUL_WEIGHTS = ["wq", "wk", "wv", "wqkv", "wo", "wGate", "wUp", "wDown"] as const;
 
 /**
+ * Start of each tensor in the arena, bytes: a page, so a tensor's first row starts
+ * where a stream of the hardware prefetcher can.
+ */
+const ARENA_ALIGNMENT = 4096;
+
+/**
  * Repacks every matmul weight of `weights` that has a layout on this machine,
  * and copies the other matmul weights and a tied LM head as they are.
  */
@@ -50,61 +62,70 @@ export function repackWeights(
   weights: ModelWeights,
   options: { releasePages: boolean },
 ): Repacked {
-  const buffers: NativeBuffer[] = [];
+  // Where each matmul weight goes: its interleaved layout's id, or -1 (as it is).
+  const plan: Array<{ w: Weight; id: number; offset: number }> = [];
+  let arenaBytes = 0;
+  const plan1 = (w: Weight, id: number) => {
+    plan.push({ w, id, offset: arenaBytes });
+    arenaBytes += Math.ceil(w.sizeBytes / ARENA_ALIGNMENT) * ARENA_ALIGNMENT;
+  };
+  const layout = (w: Weight) => native.fn.dotllm_repack_type(w.type, w.rowCount, w.rowLength);
+  for (const layer of weights.layers) {
+    for (const key of MATMUL_WEIGHTS) {
+      const w = layer[key];
+      if (w !== undefined) plan1(w, layout(w));
+    }
+  }
+  // A tied LM head is looked up by row as well: copied, never interleaved.
+  plan1(
+    weights.tiedOutput ? weights.tokenEmbedding : weights.output,
+    weights.tiedOutput ? -1 : layout(weights.output),
+  );
+  const arena = native.alloc(arenaBytes);
   let sizeBytes = 0;
   let copiedBytes = 0;
-  /** `w` in a native buffer of ours, interleaved (`id` ≥ 0) or as it is (-1). */
-  const place = (w: Weight, id: number): Weight => {
-    const buffer = native.alloc(w.sizeBytes);
-    if (id >= 0) {
-      const got = native.fn.dotllm_repack(
-        w.type,
-        w.rowCount,
-        w.rowLength,
-        w.address,
-        buffer.address,
-      );
-      if (got !== id) {
-        buffer.free();
-        throw new Error(`repacking tensor "${w.name}" failed (layout ${id}, got ${got})`);
-      }
-      sizeBytes += w.sizeBytes;
-    } else {
-      buffer.bytes().set(new Uint8Array(native.view(w.address, w.sizeBytes)));
-      copiedBytes += w.sizeBytes;
-    }
-    buffers.push(buffer);
-    // The file's pages of the tensor are not read again: out of the resident set. (Only
-    // a file mapping's: in memory the caller owns, such as a model built in a buffer,
-    // released pages would read back as zeros.)
-    if (options.releasePages) native.fn.dotllm_release_pages(w.address, w.sizeBytes);
-    return tagged({ ...w, type: id >= 0 ? id : w.type, address: buffer.address });
-  };
-  const repack = (w: Weight): Weight =>
-    place(w, native.fn.dotllm_repack_type(w.type, w.rowCount, w.rowLength));
+  const placed = new Map<Weight, Weight>();
   try {
-    const layers = weights.layers.map((layer) => {
-      const out: Record<string, Weight | undefined> = { ...layer };
-      for (const key of MATMUL_WEIGHTS) {
-        const w = layer[key];
-        if (w !== undefined) out[key] = repack(w);
+    for (const { w, id, offset } of plan) {
+      const address = arena.address + offset;
+      if (id >= 0) {
+        const got = native.fn.dotllm_repack(w.type, w.rowCount, w.rowLength, w.address, address);
+        if (got !== id) {
+          throw new Error(`repacking tensor "${w.name}" failed (layout ${id}, got ${got})`);
+        }
+        sizeBytes += w.sizeBytes;
+      } else {
+        new Uint8Array(native.view(address, w.sizeBytes)).set(
+          new Uint8Array(native.view(w.address, w.sizeBytes)),
+        );
+        copiedBytes += w.sizeBytes;
       }
-      return out as unknown as LayerWeights;
-    });
-    if (weights.tiedOutput) {
-      // Looked up by row as well: copied, never interleaved.
-      const shared = place(weights.tokenEmbedding, -1);
-      return {
-        weights: { ...weights, layers, tokenEmbedding: shared, output: shared },
-        buffers,
-        sizeBytes,
-        copiedBytes,
-      };
+      // The file's pages of the tensor are not read again: out of the resident set. (Only
+      // a file mapping's: in memory the caller owns, such as a model built in a buffer,
+      // released pages would read back as zeros.)
+      if (options.releasePages) native.fn.dotllm_release_pages(w.address, w.sizeBytes);
+      placed.set(w, tagged({ ...w, type: id >= 0 ? id : w.type, address }));
     }
-    const output = repack(weights.output);
-    return { weights: { ...weights, layers, output }, buffers, sizeBytes, copiedBytes };
   } catch (error) {
-    for (const b of buffers) b.free();
+    arena.free();
     throw error;
   }
+  const at = (w: Weight): Weight => placed.get(w)!;
+  const layers = weights.layers.map((layer) => {
+    const out: Record<string, Weight | undefined> = { ...layer };
+    for (const key of MATMUL_WEIGHTS) {
+      const w = layer[key];
+      if (w !== undefined) out[key] = at(w);
+    }
+    return out as unknown as LayerWeights;
+  });
+  const result = weights.tiedOutput
+    ? {
+      ...weights,
+      layers,
+      tokenEmbedding: at(weights.tokenEmbedding),
+      output: at(weights.tokenEmbedding),
+    }
+    : { ...weights, layers, output: at(weights.output) };
+  return { weights: result, buffers: [arena], sizeBytes, copiedBytes };
 }
