@@ -121,7 +121,7 @@ inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job:
 /// rows are then read front to back as one stream, and out-of-order execution overlaps
 /// the chains of consecutive rows. Zen 4, a 450 MB ring of 1536×576 matrices beside a
 /// plain read of the same bytes, 1 thread, GEMV / read: F32 0.72-0.85 (4 rows) and
-/// 0.94-0.98 (1 row), F16 0.76-0.83 and 0.81-0.99; from L2, 85 and 98 GB/s (F32),
+/// 0.94-0.98 (1 row), F16 0.76-0.84 and 0.81-0.99; from L2, 85 and 98 GB/s (F32),
 /// 61 and 48 GB/s (F16). Same arithmetic per output either way.
 const gemv_float_rows = if (simd.prefetch_spans) 4 else 1;
 
