@@ -73,6 +73,24 @@ fn detectX86() u32 {
     return features;
 }
 
+/// True when the running CPU is an AMD Zen 4: vendor "AuthenticAMD", family 19h, with
+/// AVX-512 (Zen 3, the other family-19h cores, has none). Where a library is built for a
+/// generic x86-64 level (the release builds), the kernels tuned per CPU model ask this
+/// (`simd.prefetchSpans`).
+pub fn isZen4() bool {
+    return if (builtin.cpu.arch == .x86_64) detectZen4() else false;
+}
+
+fn detectZen4() bool {
+    const vendor = cpuid(0, 0);
+    // "Auth" "enti" "cAMD", in ebx, edx, ecx.
+    if (vendor.ebx != 0x68747541 or vendor.edx != 0x69746e65 or vendor.ecx != 0x444d4163) return false;
+    const signature = cpuid(1, 0).eax;
+    const base_family = (signature >> 8) & 0xF;
+    const family = if (base_family == 0xF) base_family + ((signature >> 20) & 0xFF) else base_family;
+    return family == 0x19 and detectX86() & bit(.avx512) != 0;
+}
+
 /// The features of the running CPU (see `Feature`); 0 on non-x86 CPUs.
 export fn dotllm_cpu_features() u32 {
     var features: u32 = if (builtin.cpu.arch == .x86_64) detectX86() else 0;
@@ -95,6 +113,14 @@ test "detected features agree with what this build was compiled for" {
     if (std.Target.x86.featureSetHas(builtin.cpu.features, .avx512vnni)) {
         try std.testing.expect(features & bit(.avx512vnni) != 0);
     }
+}
+
+test "a build for Zen 4 runs on a CPU detected as Zen 4" {
+    if (builtin.cpu.arch == .x86_64 and builtin.cpu.model == &std.Target.x86.cpu.znver4) {
+        try std.testing.expect(isZen4());
+    }
+    // And no CPU without AVX-512 is taken for one.
+    if (dotllm_cpu_features() & bit(.avx512) == 0) try std.testing.expect(!isZen4());
 }
 
 test "no build targets SSE4a (build.zig leaves it out: its insertq stalled the Q4_K kernels on Zen 3)" {

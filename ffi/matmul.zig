@@ -114,23 +114,24 @@ inline fn tileFloat(comptime W: type, comptime R: usize, comptime T: usize, job:
     }
 }
 
-/// Rows of the float GEMV tile: 4 independent fma chains (one row's chain alone is bound
-/// by the fma latency: F16 smollm-135m decode on the AVX2 Zen 3 host ran at 13 GB/s),
-/// their span prefetched linearly. Where the hardware prefetcher follows one contiguous
-/// span alone (`simd.prefetch_spans` false: Zen 4), one row at a time instead: the
+/// The float GEMV: tiles of 4 rows, 4 independent fma chains (one row's chain alone is
+/// bound by the fma latency: F16 smollm-135m decode on the AVX2 Zen 3 host ran at 13
+/// GB/s), their span prefetched linearly. Where the hardware prefetcher follows one
+/// contiguous span alone (`simd.prefetchSpans()` false: Zen 4), one row at a time: the
 /// rows are then read front to back as one stream, and out-of-order execution overlaps
 /// the chains of consecutive rows. Zen 4, a 450 MB ring of 1536×576 matrices beside a
 /// plain read of the same bytes, 1 thread, GEMV / read: F32 0.72-0.85 (4 rows) and
 /// 0.94-0.98 (1 row), F16 0.76-0.84 and 0.81-0.99; from L2, 85 and 98 GB/s (F32),
-/// 61 and 48 GB/s (F16). Same arithmetic per output either way.
-const gemv_float_rows = if (simd.prefetch_spans) 4 else 1;
+/// 61 and 48 GB/s (F16). Same arithmetic per output either way (`R` 4 or 1).
+fn gemvFloatRange(comptime W: type, comptime R: usize, job: *const FloatJob(W), row_begin: usize, row_end: usize) void {
+    var r = row_begin;
+    while (r + R <= row_end) : (r += R) tileFloat(W, R, 1, job, r, 0);
+    while (r < row_end) : (r += 1) tileFloat(W, 1, 1, job, r, 0);
+}
 
 fn matmulFloatRange(comptime W: type, job: *const FloatJob(W), row_begin: usize, row_end: usize) void {
     if (job.tokens == 1) {
-        // GEMV: `gemv_float_rows` rows per tile; same arithmetic per output as any tile.
-        var r = row_begin;
-        while (r + gemv_float_rows <= row_end) : (r += gemv_float_rows) tileFloat(W, gemv_float_rows, 1, job, r, 0);
-        while (r < row_end) : (r += 1) tileFloat(W, 1, 1, job, r, 0);
+        if (simd.prefetchSpans()) gemvFloatRange(W, 4, job, row_begin, row_end) else gemvFloatRange(W, 1, job, row_begin, row_end);
         return;
     }
     var r = row_begin;
@@ -992,6 +993,16 @@ test "Q8_0 and float GEMM rows equal GEMV of each token bit for bit" {
     try testing.expectEqual(pool_zig.Status.ok, matmulFloat(f32, pool, &gemm, wf.ptr, x.ptr, rows, cols, tokens));
     for (0..tokens) |t| try testing.expectEqual(pool_zig.Status.ok, matmulFloat(f32, pool, gemv[t * rows ..].ptr, wf.ptr, x[t * cols ..].ptr, rows, cols, 1));
     try testing.expectEqualSlices(f32, &gemm, &gemv);
+    // Both GEMV walks (4-row tiles, or one row at a time where `simd.prefetchSpans()` is
+    // false), whichever this CPU takes: the same bits as the GEMM.
+    inline for (.{ 4, 1 }) |R| {
+        for (0..tokens) |t| {
+            var out: [rows]f32 = @splat(std.math.nan(f32));
+            const job: FloatJob(f32) = .{ .out = &out, .w = wf.ptr, .x = x[t * cols ..].ptr, .rows = rows, .cols = cols, .tokens = 1 };
+            gemvFloatRange(f32, R, &job, 0, rows);
+            try testing.expectEqualSlices(f32, gemm[t * rows ..][0..rows], &out);
+        }
+    }
 }
 
 test "the prompt cell tile, the AVX2 assembly tile and the GEMV tile equal tileQ8 bit for bit: row pairs, token tails, odd block counts, -128 weights" {

@@ -4,6 +4,8 @@
 const std = @import("std");
 const builtin = @import("builtin");
 
+const cpu = @import("cpu.zig");
+
 const x86 = std.Target.x86;
 
 /// Zen 4 runs each 512-bit vector op as two 256-bit halves, so a kernel that pairs two
@@ -86,18 +88,42 @@ pub inline fn prefetchAhead(group: [*]const u8, group_bytes: usize, offset_bytes
 
 /// Whether the kernels that read one contiguous span front to back (the interleaved
 /// Q4_0/IQ4_NL/Q4_K groups, or the 16 or 8 consecutive rows they transpose on the fly)
-/// add `prefetchAhead`. Zen 4's hardware prefetcher follows such a span alone, and the
+/// add `prefetchAhead` (and the float GEMV reads 4 rows at once rather than one: see
+/// `matmul.zig`). Zen 4's hardware prefetcher follows such a span alone, and the
 /// software prefetch there only costs. Measured on the 2-core Zen 4 host: a ring of
 /// 8192×2048 matrices (450 MB, beyond the L3), each GEMV pass beside a plain read of the
 /// same bytes, GEMV / read at 1 thread Q4_Kx16 0.72-0.81 with it and 0.87-1.05 without,
 /// Q4_0x16 0.71-0.86 and 1.05; at 2 threads 0.90-0.98 and 1.05-1.14. Row-by-row kernels
 /// (Q6_K, Q8_0: R short rows at once) keep `prefetchAhead` everywhere: without it the
-/// same ring read 0.30-0.36. Other targets keep it (the Intel hosts gained from it).
-pub const prefetch_spans = !(builtin.cpu.arch == .x86_64 and builtin.cpu.model == &x86.cpu.znver4);
+/// same ring read 0.30-0.36. Other CPUs keep it (the Intel hosts gained from it).
+///
+/// A build for a CPU model knows the answer; a build for a generic x86-64 level (the
+/// release libraries, `x86_64_v3` and `x86_64_v4`) asks the running CPU once
+/// (`cpu.isZen4`). The release AVX-512 library on the Zen 4 host, 1 thread, two
+/// alternating rounds, tok/s: 1B-shape Q4_K_M decode 28.8 / 30.2 with the choice fixed
+/// at the Intel one, 35.6 / 36.0 asking (the native build 34.1 / 35.6); smollm-135m F16
+/// 72.0 / 76.5 and 89.6 / 92.6 (native 100.0 / 99.4).
+pub inline fn prefetchSpans() bool {
+    if (comptime !generic_x86) return comptime !(builtin.cpu.arch == .x86_64 and builtin.cpu.model == &x86.cpu.znver4);
+    var state = zen4_state.load(.monotonic);
+    if (state == 0) {
+        state = if (cpu.isZen4()) 2 else 1;
+        zen4_state.store(state, .monotonic);
+    }
+    return state == 1;
+}
 
-/// `prefetchAhead` for a kernel that reads one contiguous span (see `prefetch_spans`).
+/// Built for a generic x86-64 level rather than one CPU model.
+const generic_x86 = builtin.cpu.arch == .x86_64 and
+    (builtin.cpu.model == &x86.cpu.x86_64 or builtin.cpu.model == &x86.cpu.x86_64_v2 or
+        builtin.cpu.model == &x86.cpu.x86_64_v3 or builtin.cpu.model == &x86.cpu.x86_64_v4);
+
+/// `cpu.isZen4()` of the running CPU: 0 not asked yet, 1 no, 2 yes (a race only asks twice).
+var zen4_state: std.atomic.Value(u8) = .init(0);
+
+/// `prefetchAhead` for a kernel that reads one contiguous span (see `prefetchSpans`).
 pub inline fn prefetchSpanAhead(group: [*]const u8, group_bytes: usize, offset_bytes: usize, comptime step_bytes: usize) void {
-    if (comptime prefetch_spans) prefetchAhead(group, group_bytes, offset_bytes, step_bytes);
+    if (prefetchSpans()) prefetchAhead(group, group_bytes, offset_bytes, step_bytes);
 }
 
 /// e^x lane-wise (Cephes-style: 2^n · p(r) with |r| <= ln2/2, degree-6 polynomial),
