@@ -66,7 +66,7 @@ export function repackWeights(
   // Where each matmul weight goes: its interleaved layout's id, or -1 (as it is).
   const plan: Array<{ w: Weight; id: number; offset: number }> = [];
   let arenaBytes = 0;
-  const plan1 = (w: Weight, id: number) => {
+  const reserve = (w: Weight, id: number) => {
     plan.push({ w, id, offset: arenaBytes });
     arenaBytes += Math.ceil(w.sizeBytes / ARENA_ALIGNMENT) * ARENA_ALIGNMENT;
   };
@@ -74,11 +74,11 @@ export function repackWeights(
   for (const layer of weights.layers) {
     for (const key of MATMUL_WEIGHTS) {
       const w = layer[key];
-      if (w !== undefined) plan1(w, layout(w));
+      if (w !== undefined) reserve(w, layout(w));
     }
   }
   // A tied LM head is looked up by row as well: copied, never interleaved.
-  plan1(
+  reserve(
     weights.tiedOutput ? weights.tokenEmbedding : weights.output,
     weights.tiedOutput ? -1 : layout(weights.output),
   );
