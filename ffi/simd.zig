@@ -11,7 +11,10 @@ const x86 = std.Target.x86;
 /// Zen 4 runs each 512-bit vector op as two 256-bit halves, so a kernel that pairs two
 /// 8-lane accumulators in one 512-bit register buys no width there and pays for its
 /// shuffles: the Q4_1 tile takes a 256-bit variant on it (measured in its module doc).
-pub const splits_512bit = builtin.cpu.arch == .x86_64 and builtin.cpu.model == &x86.cpu.znver4;
+pub const splits_512bit = built_for_zen4;
+
+/// Built for Zen 4 (`znver4`), the CPU model the Zen 4 choices here were measured on.
+const built_for_zen4 = builtin.cpu.arch == .x86_64 and builtin.cpu.model == &x86.cpu.znver4;
 
 /// True when the target has AVX-512 VNNI with 256-bit forms (`vpdpbusd ymm`).
 pub const has_avx512vnni = builtin.cpu.arch == .x86_64 and
@@ -104,7 +107,7 @@ pub inline fn prefetchAhead(group: [*]const u8, group_bytes: usize, offset_bytes
 /// at the Intel one, 35.6 / 36.0 asking (the native build 34.1 / 35.6); smollm-135m F16
 /// 72.0 / 76.5 and 89.6 / 92.6 (native 100.0 / 99.4).
 pub inline fn prefetchSpans() bool {
-    if (comptime !generic_x86) return comptime !(builtin.cpu.arch == .x86_64 and builtin.cpu.model == &x86.cpu.znver4);
+    if (comptime !generic_x86) return comptime !built_for_zen4;
     var state = zen4_state.load(.monotonic);
     if (state == 0) {
         state = if (cpu.isZen4()) 2 else 1;
