@@ -7,7 +7,10 @@
  * Llama-3.2-1B decode at 1 thread (each type's file size ÷ the best 1-thread read
  * bandwidth of `bench:bandwidth` run just before and just after that model's rows:
  * a shared host's bandwidth moves by a third within minutes, so a bound measured
- * elsewhere in the run would compare the decode with another moment). Prints markdown.
+ * elsewhere in the run would compare the decode with another moment). Prints markdown:
+ * each side's mean ± standard deviation of the repetitions (llama-bench's statistic)
+ * and ratio of means, then each side's median and the ratio of medians; the bound
+ * lines use the medians.
  *
  *   deno task bench:versus --llama-bench /path/to/llama-bench [-r 3]
  *     [--llama-quantize /path/to/llama-quantize] [--only q4]
@@ -121,11 +124,15 @@ interface Row {
   llama_cpp_tok_s_mean: number;
   llama_cpp_tok_s_std: number;
   ratio: number;
+  tok_s_median: number;
+  llama_cpp_tok_s_median: number;
+  ratio_median: number;
 }
 
 const lines = [
-  "| model | type | test | threads | dotllm tok/s | llama.cpp tok/s | dotllm / llama.cpp |",
-  "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+  "| model | type | test | threads | dotllm tok/s (mean ± sd) | llama.cpp tok/s (mean ± sd) | " +
+  "ratio of means | dotllm median | llama.cpp median | ratio of medians |",
+  "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
 ];
 /** 1-thread decode rows of the 1B shape, by type: compared with the bandwidth bound. */
 const decode1b = new Map<string, { row: Row; path: string; gbps: number[] }>();
@@ -161,7 +168,8 @@ for (const { shape, type, path, make } of models) {
       `| ${shape} | ${type.toUpperCase()} | ${r.test} | ${r.threads} | ` +
         `${r.tok_s_mean.toFixed(1)} ± ${r.tok_s_std.toFixed(1)} | ` +
         `${r.llama_cpp_tok_s_mean.toFixed(1)} ± ${r.llama_cpp_tok_s_std.toFixed(1)} | ` +
-        `${r.ratio.toFixed(2)} |`,
+        `${r.ratio.toFixed(2)} | ${r.tok_s_median.toFixed(1)} | ` +
+        `${r.llama_cpp_tok_s_median.toFixed(1)} | ${r.ratio_median.toFixed(2)} |`,
     );
     if (shape === "llama-3.2-1b" && r.test === "tg32" && r.threads === 1) {
       decode1b.set(type.toUpperCase(), { row: r, path, gbps });
@@ -175,13 +183,15 @@ for (const [type, { row, path, gbps: around }] of decode1b) {
   const gbps = Math.max(...around);
   const bound = (gbps * 1e9) / bytes;
   console.log(
-    `\nLlama-3.2-1B ${type} decode, 1 thread: ${row.tok_s_mean.toFixed(1)} tok/s reads ` +
+    `\nLlama-3.2-1B ${type} decode, 1 thread: ${
+      row.tok_s_median.toFixed(1)
+    } tok/s (median) reads ` +
       `${(bytes / 1e9).toFixed(2)} GB per token = ${
-        (row.tok_s_mean * bytes / 1e9).toFixed(1)
+        (row.tok_s_median * bytes / 1e9).toFixed(1)
       } GB/s; ` +
       `measured read bandwidth ${gbps} GB/s (best of ${around.join(" before, ")} after its rows) ` +
       `bounds it at ${bound.toFixed(1)} tok/s ` +
-      `(${(100 * row.tok_s_mean / bound).toFixed(0)}% of the bound; llama.cpp ` +
-      `${(100 * row.llama_cpp_tok_s_mean / bound).toFixed(0)}%).`,
+      `(${(100 * row.tok_s_median / bound).toFixed(0)}% of the bound; llama.cpp's median ` +
+      `${(100 * row.llama_cpp_tok_s_median / bound).toFixed(0)}%).`,
   );
 }

@@ -28,6 +28,8 @@ export interface BenchCase {
 export interface Throughput {
   readonly mean: number;
   readonly std: number;
+  /** The middle sample (the mean of the two middle ones for an even count). */
+  readonly median: number;
   readonly samples: readonly number[];
 }
 
@@ -42,14 +44,20 @@ export interface BenchRow {
   llama_cpp_tok_s_mean?: number;
   llama_cpp_tok_s_std?: number;
   ratio?: number;
+  tok_s_median: number;
+  llama_cpp_tok_s_median?: number;
+  /** dotllm's median / llama.cpp's median. */
+  ratio_median?: number;
 }
 
-/** Mean and sample standard deviation (n − 1), as llama-bench reports. */
+/** Mean and sample standard deviation (n − 1), as llama-bench reports, and the median. */
 export function throughput(samples: readonly number[]): Throughput {
   const n = samples.length;
   const mean = samples.reduce((a, b) => a + b, 0) / n;
   const variance = n > 1 ? samples.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1) : 0;
-  return { mean, std: Math.sqrt(variance), samples };
+  const sorted = [...samples].sort((a, b) => a - b);
+  const median = n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  return { mean, std: Math.sqrt(variance), median, samples };
 }
 
 /** Deterministic pseudo-random token ids in [0, vocabSize) (the content does not matter). */
@@ -133,6 +141,8 @@ export function benchLlamaCpp(
 
 /** The `--json` row of a measured cell. */
 export function benchRow(c: BenchCase, ours: Throughput, theirs?: Throughput): BenchRow {
+  // Field order: the mean fields, then (from a llama-bench run) its mean fields and the
+  // ratio, then the medians, so the earlier fields keep their places.
   const row: BenchRow = {
     test: `${c.kind}${c.tokenCount}`,
     threads: c.threads,
@@ -140,12 +150,17 @@ export function benchRow(c: BenchCase, ours: Throughput, theirs?: Throughput): B
     n_gen: c.kind === "tg" ? c.tokenCount : 0,
     tok_s_mean: round(ours.mean),
     tok_s_std: round(ours.std),
+    ...(theirs === undefined ? {} : {
+      llama_cpp_tok_s_mean: round(theirs.mean),
+      llama_cpp_tok_s_std: round(theirs.std),
+      ratio: round(ours.mean / theirs.mean, 3),
+    }),
+    tok_s_median: round(ours.median),
+    ...(theirs === undefined ? {} : {
+      llama_cpp_tok_s_median: round(theirs.median),
+      ratio_median: round(ours.median / theirs.median, 3),
+    }),
   };
-  if (theirs !== undefined) {
-    row.llama_cpp_tok_s_mean = round(theirs.mean);
-    row.llama_cpp_tok_s_std = round(theirs.std);
-    row.ratio = round(ours.mean / theirs.mean, 3);
-  }
   return row;
 }
 

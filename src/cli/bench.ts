@@ -31,7 +31,9 @@ Options:
       --llama-bench PATH   also run this llama-bench on the same file and
                            settings, interleaved, with a ratio column
       --json               print one JSON array of
-                           {test, threads, n_prompt, n_gen, tok_s_mean, tok_s_std}
+                           {test, threads, n_prompt, n_gen, tok_s_mean, tok_s_std,
+                           tok_s_median} (with --llama-bench also its mean, sd,
+                           the ratio of means, its median and the ratio of medians)
 `;
 
 function integerList(name: string, value: unknown, min: number): number[] {
