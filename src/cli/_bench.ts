@@ -55,9 +55,14 @@ export function throughput(samples: readonly number[]): Throughput {
   const n = samples.length;
   const mean = samples.reduce((a, b) => a + b, 0) / n;
   const variance = n > 1 ? samples.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1) : 0;
-  const sorted = [...samples].sort((a, b) => a - b);
-  const median = n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  return { mean, std: Math.sqrt(variance), median, samples };
+  return { mean, std: Math.sqrt(variance), median: median(samples), samples };
+}
+
+/** The middle value (the mean of the two middle ones for an even count). */
+export function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const n = sorted.length;
+  return n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 /** Deterministic pseudo-random token ids in [0, vocabSize) (the content does not matter). */
