@@ -279,6 +279,7 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
             const row_length = try count(a.row_length, 1, dim_max);
             const row_count = try count(a.row_count, 1, dim_max);
             if (types.rowBytes(t, row_length) == null) return error.BadCount;
+            if (row_count % types.rowMultiple(t) != 0) return error.BadCount;
             _ = try product(row_count, row_length);
             _ = try product(id_count, row_length);
             try address(f32, a.out);

@@ -5,20 +5,27 @@
 //! block (Q4_0, IQ4_NL, Q4_K, on AVX-512 VNNI); on AVX2, Q4_0's and Q4_K's groups are
 //! 8 rows (their 256-bit kernels). Q4_1's groups are 4 rows on AVX-512 VNNI, the layout
 //! of its VNNI tile (`quant_q4_1_tile.Group`), and 8 rows on AVX2 (scales, mins, then
-//! each row's quant bytes). The repacked matrix has exactly its source's bytes, in
-//! another order.
+//! each row's quant bytes). On AVX2 without AVX-512, F32, F16 and BF16 matrices take a
+//! layout too (`FloatGrouped`: 4-row groups of 8-column chunks, the float tile's shape),
+//! the only one whose rows can still be looked up. The repacked matrix has exactly its
+//! source's bytes, in another order.
 //!
 //! Each layout is an entry of the type table (`types.zig`) whose id is not a ggml id
 //! (`id_base` + the source's): it has the source's block accounting and the source's
 //! wide kernel (which accepts either layout and gives the same bits), and no row
-//! functions: its rows are not contiguous, so it cannot be looked up, dequantized or
-//! quantized by row, and a matmul over it needs a row count that is a multiple of its
-//! group (the graph checks both). TypeScript asks `dotllm_repack_type` at load which bound
+//! functions: its rows are not contiguous, so it cannot be dequantized or quantized by
+//! row, nor looked up (but a float layout's rows: `lookupRow`), and a matmul or a row
+//! lookup over it needs a row count that is a multiple of its group (the graph checks
+//! both). TypeScript asks `dotllm_repack_type` at load which bound
 //! matrices have a layout here, and copies them with `dotllm_repack`.
 const std = @import("std");
 const legacy = @import("quant_legacy.zig");
 const kquant = @import("quant_k.zig");
 const act = @import("quant_act.zig");
+const pool_zig = @import("pool.zig");
+const matmul_float = @import("matmul.zig");
+/// The float entries (F32, F16, BF16), sources of the float layouts.
+const types_float = @import("types.zig");
 
 /// Ids of interleaved layouts: `id_base` + the source's ggml id. ggml's ids are below 64.
 pub const id_base: u32 = 0x100;
@@ -74,22 +81,84 @@ pub const Q4_KxN = Interleaved(kquant.Q4_K, kquant.Q8_K);
 /// llama.cpp keeps Q4_1 as it is, and so do the sums: `vecDot`'s order.
 pub const Q4_1xN = Interleaved(legacy.Q4_1, act.Q8_1);
 
+/// The float matrix of source type `S` (F32, F16 or BF16) in groups of
+/// `matmul.group_rows` rows (`matmul.FloatLayout.groups`): each `group_lanes`-column
+/// chunk of a group's rows stored together, so the float tile, which reads one vector
+/// of each of its rows per column step, reads the matrix front to back. Its rows can
+/// still be looked up (`lookupRow`): a tied LM head in this layout serves as the token
+/// embedding too.
+fn FloatGrouped(comptime S: type) type {
+    const rows_per_group = matmul_float.group_rows;
+    const chunk = matmul_float.group_lanes;
+    comptime std.debug.assert(rows_per_group > 0);
+    return struct {
+        pub const ggml_type: u32 = id_base + S.ggml_type;
+        pub const name = std.fmt.comptimePrint("{s}x{d}", .{ S.name, rows_per_group });
+        pub const Source = S;
+        /// One row's column chunk: columns come in whole chunks, and `rowBytes` is the source's.
+        pub const block_elems = chunk;
+        pub const Block = [chunk]S.Block;
+        pub const Act = void;
+        pub const interleave_rows = rows_per_group;
+
+        pub fn matmul(pool: *pool_zig.Pool, out: [*]f32, w: [*]align(1) const Block, x: [*]const f32, rows: usize, cols: usize, tokens: usize, act_ready: bool) pool_zig.Status {
+            _ = act_ready;
+            return matmul_float.matmulFloatLayout(S.Block, .groups, pool, out, @ptrCast(w), x, rows, cols, tokens);
+        }
+
+        /// Copies a `rows` × `cols` row-major matrix into this layout
+        /// (`rows % interleave_rows == 0`, `cols % chunk == 0`, checked by the caller).
+        pub fn repack(src: [*]align(1) const S.Block, dst: [*]align(1) Block, rows: usize, cols: usize) void {
+            std.debug.assert(rows % rows_per_group == 0 and cols % chunk == 0);
+            const chunks = cols / chunk;
+            for (0..rows / rows_per_group) |g| {
+                for (0..chunks) |k| {
+                    for (0..rows_per_group) |i| {
+                        const row = g * rows_per_group + i;
+                        dst[(g * chunks + k) * rows_per_group + i] = src[row * cols + k * chunk ..][0..chunk].*;
+                    }
+                }
+            }
+        }
+
+        /// Row `row` (of `cols` elements) of a matrix in this layout, as f32.
+        pub fn lookupRow(w: [*]align(1) const Block, row: usize, cols: usize, out: []f32) void {
+            std.debug.assert(out.len == cols and cols % chunk == 0);
+            const chunks = cols / chunk;
+            const g = row / rows_per_group;
+            const i = row % rows_per_group;
+            for (0..chunks) |k| {
+                S.dequantizeRow(&w[(g * chunks + k) * rows_per_group + i], out[k * chunk ..][0..chunk]);
+            }
+        }
+    };
+}
+
 /// The entries of this target: layouts of sources whose wide kernel runs here.
-pub const entries = (if (legacy.Q4_0.wide_rows > 0) .{Q4_0xN} else .{}) ++
+const quant_entries = (if (legacy.Q4_0.wide_rows > 0) .{Q4_0xN} else .{}) ++
     (if (legacy.IQ4_NL.wide_rows > 0) .{IQ4_NLx16} else .{}) ++
     (if (kquant.Q4_K.wide_rows > 0) .{Q4_KxN} else .{}) ++
     (if (legacy.Q4_1.wide_rows > 0) .{Q4_1xN} else .{});
+
+/// The float layouts, where the float tile is `matmul.group_rows` rows (AVX2 without
+/// AVX-512).
+const float_entries = if (matmul_float.group_rows > 0) .{
+    FloatGrouped(types_float.F32),
+    FloatGrouped(types_float.F16),
+    FloatGrouped(types_float.BF16),
+} else .{};
+
+pub const entries = quant_entries ++ float_entries;
 
 // ---------------------------------------------------------------------------
 // Tests
 
 const testing = std.testing;
-const pool_zig = @import("pool.zig");
 const matmul_quant = @import("matmul_quant.zig");
 
 test "an interleaved matrix gives its source's bits for every token count and thread count" {
     @setEvalBranchQuota(10_000);
-    inline for (entries) |R| {
+    inline for (quant_entries) |R| {
         const S = R.Source;
         // Legacy types: 15 blocks (IQ4_NL's odd last block); K-quants: 2.
         const cols = if (S.block_elems == 32) 480 else 512;
@@ -123,6 +192,46 @@ test "an interleaved matrix gives its source's bits for every token count and th
     }
 }
 
+test "a grouped float matrix gives its source's bits for every token count and thread count, and its rows" {
+    inline for (float_entries) |R| {
+        const S = R.Source;
+        // 15 column chunks; 4 groups (1 each for 3 threads, and a second for one).
+        const cols = 15 * R.block_elems;
+        const rows = 4 * R.interleave_rows;
+        var prng = std.Random.DefaultPrng.init(7);
+        const random = prng.random();
+        var wf: [rows * cols]f32 = undefined;
+        for (&wf) |*v| v.* = random.float(f32) * 2 - 1;
+        var w: [rows * cols]S.Block = undefined;
+        S.quantizeRowRef(&wf, &w);
+        var packed_w: [rows * cols / R.block_elems]R.Block = undefined;
+        R.repack(&w, &packed_w, rows, cols);
+        try testing.expectEqual(@sizeOf(@TypeOf(w)), @sizeOf(@TypeOf(packed_w)));
+        // GEMV, 1-3 token tails of the prompt tile, and several tiles.
+        inline for (.{ 1, 2, 3, 4, 5, 8, 13 }) |tokens| {
+            var x: [tokens * cols]f32 = undefined;
+            for (&x) |*v| v.* = random.float(f32) * 2 - 1;
+            for (1..4) |threads| {
+                const pool = try pool_zig.Pool.create(testing.allocator, @intCast(threads));
+                defer pool.destroy(testing.allocator);
+                var want: [tokens * rows]f32 = @splat(std.math.nan(f32));
+                var got: [tokens * rows]f32 = @splat(std.math.nan(f32));
+                try testing.expectEqual(pool_zig.Status.ok, matmul_float.matmulFloat(S.Block, pool, &want, &w, &x, rows, cols, tokens));
+                try testing.expectEqual(pool_zig.Status.ok, R.matmul(pool, &got, &packed_w, &x, rows, cols, tokens, false));
+                try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
+            }
+        }
+        // Every row looked up equals the source's row.
+        const types = @import("types.zig");
+        const ids = [_]i32{ rows - 1, 0, 5, 6 };
+        var want: [ids.len * cols]f32 = undefined;
+        types.getRows(types.fromId(S.ggml_type).?, &want, @ptrCast(&w), &ids, ids.len, cols);
+        var got: [ids.len * cols]f32 = @splat(std.math.nan(f32));
+        types.getRows(types.fromId(R.ggml_type).?, &got, @ptrCast(&packed_w), &ids, ids.len, cols);
+        try testing.expectEqualSlices(f32, &want, &got);
+    }
+}
+
 test "the table offers a layout only for whole row groups, and refuses row functions for it" {
     const types = @import("types.zig");
     inline for (entries) |R| {
@@ -130,13 +239,16 @@ test "the table offers a layout only for whole row groups, and refuses row funct
         const cols = 2 * R.block_elems;
         try testing.expectEqual(@as(i32, @intCast(R.ggml_type)), types.dotllm_repack_type(src, 32, cols));
         try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 2 * R.interleave_rows + 2, cols));
-        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 32, R.block_elems + 16));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 32, R.block_elems + R.block_elems / 2));
         try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(R.ggml_type, 32, cols));
         var x: [cols]f32 = @splat(0);
         var bytes: [2 * @sizeOf(R.Block)]u8 = undefined;
         try testing.expectEqual(@as(i32, -1), types.dotllm_quantize_row(R.ggml_type, &x, &bytes, cols));
-        try testing.expect(!types.hasRows(types.fromId(R.ggml_type).?));
+        try testing.expectEqual(@as(i32, -1), types.dotllm_dequantize_row(R.ggml_type, &bytes, &x, cols));
+        // Only the float layouts' rows can be looked up (get_rows).
+        try testing.expectEqual(@hasDecl(R, "lookupRow"), types.hasRows(types.fromId(R.ggml_type).?));
         try testing.expectEqual(R.interleave_rows, types.rowMultiple(types.fromId(R.ggml_type).?));
     }
-    try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(0, 32, 64)); // F32: none
+    // F32 has a layout exactly where the float tile groups rows (AVX2 without AVX-512).
+    try testing.expectEqual(matmul_float.group_rows > 0, types.dotllm_repack_type(0, 32, 64) >= 0);
 }

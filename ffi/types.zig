@@ -103,10 +103,11 @@ fn rowsOf(comptime E: type) bool {
     return !@hasDecl(E, "interleave_rows");
 }
 
-/// True when tables of type `t` can be read by row (`getRows`).
+/// True when tables of type `t` can be read by row (`getRows`): contiguous rows, or
+/// a layout that looks its rows up (`lookupRow`: the float layouts).
 pub fn hasRows(t: Type) bool {
     return switch (t) {
-        inline else => |tag| comptime rowsOf(Entry(tag)),
+        inline else => |tag| comptime rowsOf(Entry(tag)) or @hasDecl(Entry(tag), "lookupRow"),
     };
 }
 
@@ -139,14 +140,19 @@ pub fn rowBytes(t: Type, elements: u64) ?u64 {
 }
 
 /// Converts `count` rows `ids[i]` (each `row_length` elements) of a table of type `t` to f32.
-/// The caller checked every id against the table's row count and `row_length` against the block.
+/// The caller checked every id against the table's row count (a multiple of
+/// `rowMultiple(t)`) and `row_length` against the block.
 pub fn getRows(t: Type, out: [*]f32, table: [*]const u8, ids: [*]const i32, count: usize, row_length: usize) void {
     switch (t) {
         inline else => |tag| {
             const E = Entry(tag);
+            const rows: [*]align(1) const E.Block = @ptrCast(table);
+            if (comptime @hasDecl(E, "lookupRow")) {
+                for (0..count) |i| E.lookupRow(rows, @intCast(ids[i]), row_length, out[i * row_length ..][0..row_length]);
+                return;
+            }
             if (comptime !rowsOf(E)) unreachable; // refused by the graph's validation
             const blocks = row_length / E.block_elems;
-            const rows: [*]align(1) const E.Block = @ptrCast(table);
             for (0..count) |i| {
                 const id: usize = @intCast(ids[i]);
                 E.dequantizeRow(rows[id * blocks ..][0..blocks], out[i * row_length ..][0..row_length]);
@@ -220,6 +226,8 @@ pub const TypeInfo = extern struct {
     block_bytes: u32,
     /// NUL-terminated ggml name.
     name: [12]u8,
+    /// 1 when rows of a table of this type can be looked up (`get_rows`), else 0.
+    row_lookup: u32,
 };
 
 /// Fills `out` for the computable type `id` and returns 0, or returns -1 (not computable).
@@ -230,7 +238,7 @@ export fn dotllm_type_info(id: u32, out: *TypeInfo) i32 {
             const E = Entry(tag);
             var name: [12]u8 = @splat(0);
             @memcpy(name[0..E.name.len], E.name);
-            out.* = .{ .block_elems = E.block_elems, .block_bytes = @sizeOf(E.Block), .name = name };
+            out.* = .{ .block_elems = E.block_elems, .block_bytes = @sizeOf(E.Block), .name = name, .row_lookup = @intFromBool(hasRows(t)) };
         },
     }
     return 0;
@@ -253,7 +261,7 @@ pub export fn dotllm_quantize_row(id: u32, x: [*]const f32, y: [*]u8, n: usize) 
 }
 
 /// ggml's dequantization: `n` elements of type `id` to f32. 0, or -1 as above.
-export fn dotllm_dequantize_row(id: u32, x: [*]const u8, y: [*]f32, n: usize) i32 {
+pub export fn dotllm_dequantize_row(id: u32, x: [*]const u8, y: [*]f32, n: usize) i32 {
     const t = fromId(id) orelse return -1;
     switch (t) {
         inline else => |tag| {
@@ -301,6 +309,7 @@ test "the table answers for its types and refuses others" {
     try testing.expectEqual(@as(u32, 32), info.block_elems);
     try testing.expectEqual(@as(u32, 34), info.block_bytes);
     try testing.expectEqualStrings("Q8_0", std.mem.sliceTo(&info.name, 0));
+    try testing.expectEqual(@as(u32, 1), info.row_lookup);
     try testing.expectEqual(@as(i32, -1), dotllm_type_info(9999, &info));
     try testing.expectEqual(@as(?u64, null), rowBytes(.Q8_0, 33));
     try testing.expectEqual(@as(?u64, 68), rowBytes(.Q8_0, 64));

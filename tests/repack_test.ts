@@ -5,15 +5,18 @@
  * interleaved layouts give bit-identical logits to
  * the same files computed from their own pages — a prompt batch (8-token GEMM tiles plus a remainder), then
  * decode steps of two sequences in one batch — at 1 and 2 threads; the kernels
- * refuse row lookups in that layout and matmuls over a partial row group.
+ * refuse row lookups in that layout and matmuls over a partial row group. So does
+ * the ladder's F32 file with its float matrices, the tied LM head among them, in
+ * the AVX2 builds' 4-row float layout, whose rows are still looked up.
  */
 import assert from "node:assert/strict";
 import { GgmlType } from "../src/gguf/types.ts";
-import { Kernels } from "../src/kernels/mod.ts";
+import { computableType, Kernels } from "../src/kernels/mod.ts";
 import { Batch, Context, Model } from "../src/model/mod.ts";
 import { CpuFeature, loadNative } from "../src/native/mod.ts";
 import { assertBitIdentical } from "./_kernels.ts";
-import { ladderFile } from "./_quant_ladder.ts";
+import { ReferenceKernels } from "./_reference_kernels.ts";
+import { ladderF32, ladderFile } from "./_quant_ladder.ts";
 import { runDeno } from "./_cli.ts";
 import { testdata } from "./_testdata.ts";
 
@@ -27,6 +30,9 @@ const hasQ4_0Layout = hasLayout || (features & CpuFeature.avx2) !== 0;
 /** Rows of a Q4_0 (and Q4_K) group here. */
 const q4_0Rows = hasLayout ? 16 : 8;
 const layoutFor = (type: number) => type === GgmlType.IQ4_NL ? hasLayout : hasQ4_0Layout;
+/** The float layouts (4-row groups) exist where the float tile has 8 lanes: AVX2 builds without AVX-512. */
+const hasFloatLayout = (features & CpuFeature.avx2) !== 0 &&
+  (features & CpuFeature.builtAvx512) === 0;
 
 Deno.test("the table has an IQ4_NL layout exactly on AVX-512 VNNI builds, Q4_0, Q4_K and Q4_1 ones on AVX2 too", () => {
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64) > 0, hasQ4_0Layout);
@@ -44,6 +50,11 @@ Deno.test("the table has an IQ4_NL layout exactly on AVX-512 VNNI builds, Q4_0, 
     native.fn.dotllm_repack_type(GgmlType.Q4_K, 24, 256) > 0,
     hasQ4_0Layout && q4_0Rows === 8,
   );
+  for (const type of [GgmlType.F32, GgmlType.F16, GgmlType.BF16]) {
+    assert.equal(native.fn.dotllm_repack_type(type, 32, 64) > 0, hasFloatLayout);
+    assert.equal(native.fn.dotllm_repack_type(type, 30, 64), -1); // 4-row groups
+    assert.equal(native.fn.dotllm_repack_type(type, 32, 60), -1); // 8-column chunks
+  }
   // Not for other types, nor for a partial row group.
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q6_K, 32, 256), -1);
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_K, 36, 256), -1);
@@ -130,6 +141,69 @@ for (const c of CASES) {
     }
   });
 }
+
+Deno.test("a repacked F32 model, its tied LM head too, gives the file's logits bit for bit at 1 and 2 threads", async () => {
+  // The quant ladder's F32 file: the real SmolLM2 dequantized, its LM head tied.
+  const path = await ladderF32();
+  using plain = Model.load(path, { repack: false });
+  using repacked = Model.load(path);
+  const w = plain.weights;
+  assert.ok(w.tiedOutput);
+  const matrices = [
+    ...w.layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown]),
+    w.tokenEmbedding,
+  ].filter((m) => m !== undefined);
+  assert.ok(matrices.every((m) => m.type === GgmlType.F32));
+  const total = matrices.reduce((s, m) => s + m.sizeBytes, 0);
+  const layout = native.fn.dotllm_repack_type(GgmlType.F32, 576, 576);
+  if (hasFloatLayout) {
+    assert.ok(layout > 0);
+    assert.equal(computableType(native, layout)?.rowLookup, true);
+    assert.equal(repacked.repackedBytes, total);
+    assert.equal(repacked.copiedBytes, 0);
+    // The tied head is in the layout and still serves as the embedding (looked up by row).
+    assert.equal(repacked.weights.tokenEmbedding.type, layout);
+    assert.equal(repacked.weights.output, repacked.weights.tokenEmbedding);
+    // Kernels other than the library's read the file's layouts: refused, with a reason.
+    assert.throws(
+      () => new Context(repacked, { contextSize: 16, kernels: new ReferenceKernels(native) }),
+      /interleaved layouts/,
+    );
+  } else {
+    assert.equal(layout, -1);
+    assert.equal(repacked.repackedBytes, 0);
+    assert.equal(repacked.copiedBytes, total);
+  }
+  for (const threads of [1, 2]) {
+    const want = run(plain, threads);
+    const got = run(repacked, threads);
+    assert.equal(got.length, want.length);
+    got.forEach((g, i) => assertBitIdentical(g, want[i], `threads ${threads}, logits ${i}`));
+  }
+});
+
+Deno.test("a float layout looks rows up, and refuses a table of a partial row group", () => {
+  if (!hasFloatLayout) return; // no float layout on this build (checked above)
+  const rows = 8, cols = 16;
+  const id = native.fn.dotllm_repack_type(GgmlType.F32, rows, cols);
+  using kernels = new Kernels(native, 1);
+  using src = native.alloc(rows * cols * 4);
+  using grouped = native.alloc(rows * cols * 4);
+  src.f32().set(Float32Array.from({ length: rows * cols }, (_, i) => i));
+  assert.equal(
+    native.fn.dotllm_repack(GgmlType.F32, rows, cols, src.address, grouped.address),
+    id,
+  );
+  using ids = native.alloc(8);
+  new Int32Array(ids.buffer, 0, 2).set([5, 2]);
+  using out = native.alloc(2 * cols * 4);
+  kernels.getRows(id, out.address, grouped.address, ids.address, 2, cols, rows);
+  assert.deepEqual(
+    [...out.f32()],
+    [...src.f32().subarray(5 * cols, 6 * cols), ...src.f32().subarray(2 * cols, 3 * cols)],
+  );
+  assert.throws(() => kernels.getRows(id, out.address, grouped.address, ids.address, 2, cols, 6));
+});
 
 Deno.test("the interleaved layout refuses row lookups and partial row groups", async (t) => {
   if (!hasQ4_0Layout) return; // nothing to refuse: no layout on this build (checked above)

@@ -27,10 +27,19 @@ export interface ComputableType {
   readonly blockElems: number;
   /** Bytes per block. */
   readonly blockBytes: number;
+  /**
+   * Rows of a table of this type can be looked up by id (`get_rows`): every GGUF
+   * type, and the float layouts (so a tied LM head in one still serves as the
+   * token embedding).
+   */
+  readonly rowLookup: boolean;
 }
 
-/** Bytes of `dotllm_type_info`'s `TypeInfo`: block_elems, block_bytes (u32), name[12]. */
-const TYPE_INFO_BYTES = 20;
+/**
+ * Bytes of `dotllm_type_info`'s `TypeInfo`: block_elems, block_bytes (u32),
+ * name[12], row_lookup (u32).
+ */
+const TYPE_INFO_BYTES = 24;
 
 const tables = new WeakMap<Native, ReadonlyMap<number, ComputableType>>();
 
@@ -72,7 +81,8 @@ function typeInfo(native: Native, id: number): ComputableType | undefined {
   const nameBytes = new Uint8Array(info.buffer, 8, 12);
   const end = nameBytes.indexOf(0);
   const name = new TextDecoder().decode(nameBytes.subarray(0, end < 0 ? 12 : end));
-  return { id, name, blockElems: words[0], blockBytes: words[1] };
+  const rowLookup = new Uint32Array(info.buffer, 20, 1)[0] === 1;
+  return { id, name, blockElems: words[0], blockBytes: words[1], rowLookup };
 }
 
 /**

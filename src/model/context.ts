@@ -216,6 +216,12 @@ export class Context {
           `architecture "${c.architecture}" needs kernel ops these kernels lack: ${missing}`,
         );
       }
+      if (model.repackedBytes > 0 && !(this.kernels instanceof Kernels)) {
+        if (this.#ownsKernels) this.kernels.close();
+        throw new ModelError(
+          "this model's weights are in the library's interleaved layouts: run it on the library's kernels, or load it with repack: false",
+        );
+      }
       this.kernels.reserve?.(B, Math.max(E, Q, F));
     } catch (error) {
       for (const b of this.#buffers) b.free();

@@ -18,6 +18,7 @@ import { type Gguf, parseGguf } from "../gguf/reader.ts";
 import type { MappedFile, Native } from "../native/native.ts";
 import { loadNative } from "../native/native.ts";
 import { Batch } from "./batch.ts";
+import { Kernels } from "../kernels/mod.ts";
 import type { ModelConfig } from "./config.ts";
 import { Context, type ContextOptions, type ModelMemory } from "./context.ts";
 import type { ForwardOps } from "./ops.ts";
@@ -29,7 +30,11 @@ import type { ModelWeights } from "./weights.ts";
 export interface ModelOptions extends Omit<ContextOptions, "slots" | "maxLogits"> {
   /** The native library; default {@linkcode loadNative}. */
   native?: Native;
-  /** Repack matmul weights at load (default true; see {@linkcode Model.load}). */
+  /**
+   * Repack matmul weights at load (see {@linkcode Model.load}); default true
+   * when the kernels are the library's own (`kernels` not given, or a
+   * {@linkcode Kernels}), false for others (their matmuls read the file's layouts).
+   */
   repack?: boolean;
 }
 
@@ -70,8 +75,9 @@ export class LlamaModel {
   ) {
     let model: Model | undefined;
     const { repack, ...contextOptions } = options;
+    const own = contextOptions.kernels === undefined || contextOptions.kernels instanceof Kernels;
     try {
-      model = new Model(native, gguf, base, file, undefined, { repack });
+      model = new Model(native, gguf, base, file, undefined, { repack: repack ?? own });
       this.context = new Context(model, { ...contextOptions, slots: 1, maxLogits: 1 });
     } catch (error) {
       if (model) model.close();

@@ -40,7 +40,8 @@ export interface ModelLoadOptions {
    * machine has one, and the others (with a tied LM head) as they are into
    * huge-page memory (default true; same results, faster decoding, the
    * copied tensors' bytes in memory instead of the file's pages). False
-   * computes from the file's pages.
+   * computes from the file's pages. Interleaved weights run on the library's
+   * kernels only ({@linkcode Context} refuses other kernels for them).
    */
   readonly repack?: boolean;
 }

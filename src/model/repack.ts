@@ -1,13 +1,15 @@
 /**
  * Load-time repacking (llama.cpp's CPU_REPACK): matmul weights whose type has
  * an interleaved layout in the native type table (`ffi/repack.zig`: Q4_0,
- * IQ4_NL and Q4_K in 16-row groups, Q4_1 in 4-row groups, on AVX-512 VNNI)
- * are copied into it once, so the decode step reads each block column as the
- * kernel consumes it instead of transposing it every token. The layout sums
- * in the same order: logits keep their bits.
+ * IQ4_NL and Q4_K in 16-row groups, Q4_1 in 4-row groups, on AVX-512 VNNI;
+ * 8-row groups and the float types' 4-row groups on AVX2) are copied into it
+ * once, so the decode step reads each block column as the kernel consumes it
+ * instead of transposing it every token. The layout sums in the same order:
+ * logits keep their bits.
  *
- * The other matmul weights, and a tied LM head (it is the token embedding),
- * are copied as they are. Every copy goes into one native buffer, the arena,
+ * The other matmul weights are copied as they are, and so is a tied LM head
+ * (it is the token embedding) unless its layout can still look rows up (the
+ * float layouts: `rowLookup`). Every copy goes into one native buffer, the arena,
  * in the order a decode step reads them (layer by layer, then the LM head),
  * each tensor on a page boundary. The arena starts on a 2 MiB boundary and is
  * offered to the kernel as transparent huge pages (`dotllm_alloc`), so a
@@ -25,15 +27,15 @@
  * tensors it replaces, plus page padding); when the weights are a file mapping,
  * the file's pages of those tensors are then released
  * (`dotllm_release_pages`), so the resident set stays about the model's
- * size. Token embeddings are never repacked (rows are looked up by id), nor a
- * tied LM head (it is the embedding): a tied one is copied as it is and
- * serves both.
+ * size. An untied token embedding stays where it is (rows are looked up by
+ * id, once per token); a tied LM head, repacked or copied, serves as both.
  *
  * @module
  */
 import type { Native, NativeBuffer } from "../native/native.ts";
 import type { LayerWeights, ModelWeights, Weight } from "./weights.ts";
 import { tagged } from "./_tagged.ts";
+import { computableType } from "../kernels/mod.ts";
 
 /** Weights with their repacked matmul matrices, and the buffers that hold them. */
 export interface Repacked {
@@ -77,10 +79,15 @@ export function repackWeights(
       if (w !== undefined) reserve(w, layout(w));
     }
   }
-  // A tied LM head is looked up by row as well: copied, never interleaved.
+  // A tied LM head is looked up by row as well: interleaved only into a layout whose
+  // rows can still be looked up (the float layouts), else copied as it is.
+  const head = weights.tiedOutput ? weights.tokenEmbedding : weights.output;
+  const headLayout = layout(head);
   reserve(
-    weights.tiedOutput ? weights.tokenEmbedding : weights.output,
-    weights.tiedOutput ? -1 : layout(weights.output),
+    head,
+    !weights.tiedOutput || headLayout < 0 || computableType(native, headLayout)?.rowLookup
+      ? headLayout
+      : -1,
   );
   const arena = native.alloc(arenaBytes);
   let sizeBytes = 0;
