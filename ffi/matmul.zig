@@ -665,7 +665,7 @@ inline fn tileQ8Avx2(comptime R: usize, comptime T: usize, job: *const Q8Job, r0
         .products = &products,
         .acc = &acc,
     };
-    q8_0_tile_avx2.run(R, T, &args);
+    q8_0_tile_avx2.run(R, T, 32, &args);
     inline for (0..R) |r| {
         inline for (0..T) |t| job.out[(t0 + t) * job.rows + r0 + r] = simd.hsum(8, f32, @as(F32x8, acc[t * R + r]));
     }

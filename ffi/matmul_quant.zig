@@ -76,6 +76,11 @@ fn dotRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usi
         while (r < row_end) : (r += E.interleave_rows) wideRowGroup(E, job, r);
         return;
     }
+    if (comptime expands(E)) {
+        if (job.tokens > expanded_min_tokens - 1 and job.cols / E.block_elems <= expanded_blocks_max) {
+            return expandedRange(E, job, row_begin, row_end);
+        }
+    }
     // llama.cpp repacks some types' matrices (row count a multiple of E.repack_rows) and
     // then sums in another float order: follow it, so results stay llama.cpp's bits.
     if (@hasDecl(E, "repack_rows") and E.repack_rows > 0 and job.rows % E.repack_rows == 0) {
@@ -282,6 +287,94 @@ inline fn tileAt(comptime E: type, comptime order: Order, comptime T: usize, job
     }
 }
 
+// ---------------------------------------------------------------------------
+// Prompts through the Q8_0 assembly tile (AVX2 without AVX-512 VNNI)
+
+/// An entry whose blocks re-express as Q8_0 blocks with `vecDot`'s bits
+/// (`E.expands_to_q8_0`, `E.toQ8_0`; activations `act.Q8_0`).
+fn expands(comptime E: type) bool {
+    return @hasDecl(E, "expands_to_q8_0") and E.expands_to_q8_0;
+}
+
+/// Prompts of this many tokens or more take `expandedRange` (fewer: a decode batch,
+/// whose tiles prefetch the weight stream, as the Q8_0 kernel's threshold).
+const expanded_min_tokens = 5;
+/// Most blocks per row for `expandedRange` (8192 columns): its stack holds two rows of
+/// Q8_0 blocks (17 KiB) and the block-major scales of a token chunk (40 KiB), of a
+/// pool thread's 1 MiB.
+const expanded_blocks_max = 256;
+/// Tokens whose scales `expandedRange` lays out block-major at a time.
+const expanded_chunk_tokens = 32;
+
+/// Rows [row_begin, row_end) of a prompt: per chunk of tokens, the activation scales
+/// as f32 in block-major order (the tile reads 8 tokens' at a block), then each row pair
+/// re-expressed as Q8_0 blocks once and run through `q8_0_tile_avx2` in tiles of 4
+/// tokens, reading the activation quants from their `act.Q8_0` blocks in the scratch.
+fn expandedRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usize) void {
+    const tile = @import("q8_0_tile_avx2.zig");
+    const Q8Block = @import("quant_act.zig").Q8_0.Block;
+    comptime std.debug.assert(E.Act.Block == Q8Block and tile.max_rows == 2);
+    const nb = job.cols / E.block_elems;
+    std.debug.assert(nb >= 1 and nb <= expanded_blocks_max);
+    // Block b's scales of the chunk's tokens at scales[b·stride ..], 8 zeros past the last.
+    const stride = expanded_chunk_tokens + 8;
+    var scales: [expanded_blocks_max * stride]f32 align(32) = undefined;
+    var rows: [tile.max_rows * expanded_blocks_max]Q8Block = undefined;
+    var products: [tile.max_rows][8]f32 align(32) = undefined;
+    var acc: [tile.max_rows * tile.max_tokens][8]f32 align(32) = undefined;
+    var t0: usize = 0;
+    while (t0 < job.tokens) : (t0 += expanded_chunk_tokens) {
+        const chunk = @min(expanded_chunk_tokens, job.tokens - t0);
+        for (0..nb) |b| @memset(scales[b * stride + chunk ..][0..8], 0);
+        for (0..chunk) |t| {
+            const a = job.actRow(t0 + t);
+            for (0..nb) |b| scales[b * stride + t] = a[b].d;
+        }
+        var r = row_begin;
+        while (r < row_end) {
+            const pair = r + 1 < row_end;
+            inline for (0..tile.max_rows) |i| {
+                if (i == 0 or pair) {
+                    const w = job.weightRow(r + i);
+                    for (0..nb) |b| rows[i * nb + b] = E.toQ8_0(&w[b]);
+                }
+            }
+            var t: usize = 0;
+            while (t < chunk) {
+                const n = @min(tile.max_tokens, chunk - t);
+                const args: tile.Args = .{
+                    .w = @ptrCast(&rows),
+                    .row_bytes = nb * @sizeOf(Q8Block),
+                    .x_qs = @ptrCast(&job.actRow(t0 + t)[0].qs),
+                    .x_stride_bytes = actRowBytes(E.Act, job.cols),
+                    .x_scales = scales[t..].ptr,
+                    .scale_stride_bytes = stride * @sizeOf(f32),
+                    .block_count = nb,
+                    .products = &products,
+                    .acc = &acc,
+                };
+                switch (n) {
+                    inline 1...tile.max_tokens => |T| {
+                        if (pair) tile.run(2, T, 34, &args) else tile.run(1, T, 34, &args);
+                        const R: usize = if (pair) 2 else 1;
+                        inline for (0..T) |j| {
+                            for (0..R) |i| job.out[(t0 + t + j) * job.rows + r + i] = hsum8(acc[j * R + i]);
+                        }
+                    },
+                    else => unreachable,
+                }
+                t += n;
+            }
+            r += if (pair) 2 else 1;
+        }
+    }
+}
+
+/// `hsum_float_8`, as every Q8_0 and legacy dot sums its lanes.
+inline fn hsum8(v: [8]f32) f32 {
+    return @import("simd.zig").hsum(8, f32, @as(@Vector(8, f32), v));
+}
+
 /// The matmul of entry `E`. `cols % E.block_elems == 0`, `cols % E.Act.block_elems == 0`,
 /// and the pool's scratch holds `scratchBytes(E.Act, cols, tokens)` (checked by the caller).
 pub fn matmul(comptime E: type, pool: *Pool, out: [*]f32, w: [*]align(1) const E.Block, x: [*]const f32, rows: usize, cols: usize, tokens: usize, act_ready: bool) Status {
@@ -432,6 +525,63 @@ fn expectedDot(comptime E: type, rows: usize, tokens: usize, t: usize, w: []alig
     }
     if (@hasDecl(E, "vecDotRowsTiled") and tokens >= quant_k.tiled_min_tokens) return E.vecDotTiled(w, a);
     return E.vecDot(w, a);
+}
+
+test "Q5_0 prompts through the Q8_0 assembly tile (AVX2) equal vecDot per (row, token): odd rows and blocks, token chunks, 1..3 threads" {
+    const legacy = @import("quant_legacy.zig");
+    const E = legacy.Q5_0;
+    var prng = std.Random.DefaultPrng.init(23);
+    const random = prng.random();
+    // 3 blocks; 288 blocks (past `expanded_blocks_max`: the other tiles).
+    inline for (.{ 32 * 3, 32 * 288 }) |cols| {
+        const rows = 7; // pairs and a single row
+        const nb = cols / E.block_elems;
+        const wf = try testing.allocator.alloc(f32, rows * cols);
+        defer testing.allocator.free(wf);
+        for (wf) |*v| v.* = random.float(f32) * 2 - 1;
+        var w: [rows * nb]E.Block = undefined;
+        for (0..rows) |r| E.quantizeRowRef(wf[r * cols ..][0..cols], w[r * nb ..][0..nb]);
+        // Extreme codes: 0 (−16) and 31 (+15) in a block.
+        @memset(&w[1].qs, 0);
+        w[1].qh = .{ 0, 0, 0, 0 };
+        @memset(&w[2].qs, 0xFF);
+        w[2].qh = .{ 0xFF, 0xFF, 0xFF, 0xFF };
+        // 5 (one tile and a tail), 37 (a 32-token chunk and a 5-token one).
+        inline for (.{ 5, 37 }) |tokens| {
+            const x = try testing.allocator.alloc(f32, tokens * cols);
+            defer testing.allocator.free(x);
+            for (x) |*v| v.* = random.float(f32) * 2 - 1;
+            @memset(x[0..32], 0); // a zero activation block (d = 0)
+            const expected = try testing.allocator.alloc(f32, tokens * rows);
+            defer testing.allocator.free(expected);
+            var a: [nb]E.Act.Block = undefined;
+            for (0..tokens) |t| {
+                E.Act.quantizeRow(x[t * cols ..][0..cols], &a);
+                for (0..rows) |r| expected[t * rows + r] = E.vecDot(w[r * nb ..][0..nb], &a);
+            }
+            for (1..4) |threads| {
+                const pool = try Pool.create(testing.allocator, @intCast(threads));
+                defer pool.destroy(testing.allocator);
+                try pool.reserve(testing.allocator, scratchBytes(E.Act, cols, tokens));
+                const out = try testing.allocator.alloc(f32, tokens * rows);
+                defer testing.allocator.free(out);
+                @memset(out, std.math.nan(f32));
+                try testing.expectEqual(Status.ok, matmul(E, pool, out.ptr, &w, x.ptr, rows, cols, tokens, false));
+                try testing.expectEqualSlices(u32, @ptrCast(expected), @ptrCast(out));
+            }
+        }
+    }
+    // The expansion itself: every code, both nibbles and the high bits.
+    if (comptime E.expands_to_q8_0) {
+        var block: E.Block = undefined;
+        block.d = 0.5;
+        for (0..16) |j| block.qs[j] = @intCast((j * 7 + 3) % 256);
+        block.qh = .{ 0xA5, 0x3C, 0x0F, 0xF0 };
+        var want: [32]f32 = undefined;
+        E.dequantizeRow(&.{block}, &want);
+        const q8 = E.toQ8_0(&block);
+        for (0..32) |j| try testing.expectEqual(want[j], @as(f32, @floatFromInt(q8.qs[j])) * 0.5);
+    }
 }
 
 test "GEMM tiles of real legacy and K-quant entries equal the one-row calls per (row, token) at 1..3 threads" {

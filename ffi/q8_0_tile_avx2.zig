@@ -44,7 +44,8 @@ pub const Args = extern struct {
     /// Row 0's first block (rows follow every `row_bytes`).
     w: [*]const u8,
     row_bytes: usize,
-    /// Token 0's block-0 quants (tokens follow every `x_stride_bytes`; 32-byte aligned).
+    /// Token 0's block-0 quants (tokens follow every `x_stride_bytes`; 32-byte aligned
+    /// when blocks are 32 bytes apart).
     x_qs: [*]const i8,
     x_stride_bytes: usize,
     /// Block 0's scale of token 0 in the block-major array (blocks follow every
@@ -104,8 +105,10 @@ fn tokenAt(comptime t: usize) []const u8 {
     };
 }
 
-/// The tile's assembly (AT&T syntax).
-fn source(comptime R: usize, comptime T: usize) []const u8 {
+/// The tile's assembly (AT&T syntax). `x_block_bytes`: the step from one block's
+/// activation quants to the next (32: `matmul.zig`'s 32-byte aligned quants; 34:
+/// ggml's `block_q8_0`, read unaligned).
+fn source(comptime R: usize, comptime T: usize, comptime x_block_bytes: usize) []const u8 {
     @setEvalBranchQuota(1_000_000);
     comptime {
         std.debug.assert(1 <= R and R <= max_rows and 1 <= T and T <= max_tokens);
@@ -146,8 +149,9 @@ fn source(comptime R: usize, comptime T: usize) []const u8 {
             s = s ++ ins("vmovdqu", .{ rowAt(r, 2), ymm(w0 + r) }) ++
                 ins("vpabsb", .{ ymm(w0 + r), ymm(w_abs0 + r) });
         }
+        const x_load = if (x_block_bytes % 32 == 0) "vmovdqa" else "vmovdqu";
         for (0..T) |t| {
-            s = s ++ ins("vmovdqa", .{ tokenAt(t), ymm(x) });
+            s = s ++ ins(x_load, .{ tokenAt(t), ymm(x) });
             for (0..R) |r| {
                 // tmp = x with w's signs; |w| × tmp in byte pairs; i16 pairs; f32;
                 // acc += product · lanes.
@@ -159,9 +163,7 @@ fn source(comptime R: usize, comptime T: usize) []const u8 {
                     ins("vfmadd231ps", .{ ymm(product), ymm(tmp), ymm(acc0 + t * R + r) });
             }
         }
-        s = s ++
-            \\add $34, %%r8
-            \\add $32, %%r9
+        s = s ++ "add $34, %%r8\n" ++ std.fmt.comptimePrint("add ${d}, %%r9\n", .{x_block_bytes}) ++
             \\add %%rdi, %%r10
             \\dec %%r11
             \\jnz 1b
@@ -174,10 +176,12 @@ fn source(comptime R: usize, comptime T: usize) []const u8 {
 }
 
 /// Runs the R × T tile over all `args.block_count` blocks (≥ 1) and stores its
-/// accumulators to `args.acc`.
-pub inline fn run(comptime R: usize, comptime T: usize, args: *const Args) void {
+/// accumulators to `args.acc`; the activation quants of consecutive blocks are
+/// `x_block_bytes` apart (32, aligned, or 34: `block_q8_0`s from their `qs`).
+pub inline fn run(comptime R: usize, comptime T: usize, comptime x_block_bytes: usize, args: *const Args) void {
+    comptime std.debug.assert(x_block_bytes == 32 or x_block_bytes == 34);
     std.debug.assert(args.block_count >= 1);
-    asm volatile (source(R, T)
+    asm volatile (source(R, T, x_block_bytes)
         :
         : [args] "r" (args),
         : .{

@@ -155,6 +155,24 @@ fn Legacy(comptime kind: Kind) type {
             return nib | @as(u8, @intCast((qh >> @intCast(j)) & 1)) << 4;
         }
 
+        /// Q5_0 on AVX2 without AVX-512 VNNI: prompts take the Q8_0 assembly tile over
+        /// each row's blocks re-expressed by `toQ8_0` (`matmul_quant.expandedRange`).
+        /// ggml's x86 `ggml_vec_dot_q5_0_q8_0` (and tinyBLAS_Q0_AVX) computes each block
+        /// as the Q8_0 dot does — `mul_sum_i8_pairs_float` of the signed values q − 16,
+        /// then fma(dw·dx, lanes, acc) — so the bits are `vecDot`'s.
+        pub const expands_to_q8_0 = kind == .q5_0 and simd.has_avx2 and !has_vnni_path;
+
+        /// The block as a Q8_0 block: the same d, the values q − 16 (−16..15) as i8.
+        pub fn toQ8_0(block: *align(1) const Block) act.Q8_0.Block {
+            comptime std.debug.assert(kind == .q5_0);
+            const qs: @Vector(16, u8) = block.qs;
+            const nibbles: @Vector(32, u8) = std.simd.join(qs & @as(@Vector(16, u8), @splat(0x0F)), qs >> @splat(4));
+            const high: @Vector(32, u1) = @bitCast(std.mem.readInt(u32, &block.qh, .little));
+            const codes = nibbles | @as(@Vector(32, u8), high) << @splat(4);
+            const values: @Vector(32, i8) = @bitCast(codes -% @as(@Vector(32, u8), @splat(16)));
+            return .{ .d = block.d, .qs = values };
+        }
+
         /// ggml's dequantize_row_* (same float operations: one multiply, then one add
         /// for the types with a min).
         pub fn dequantizeRow(x: []align(1) const Block, y: []f32) void {
