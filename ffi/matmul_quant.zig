@@ -7,7 +7,9 @@
 //! each output element is `E.vecDot` of one weight row and one activation row (or
 //! `E.vecDotRows`, R rows at a time, when the entry declares it: bit-identical to R
 //! calls of `vecDot`). An element is computed by the same code whatever thread or
-//! chunk it falls in: results are bit-identical for every thread count.
+//! chunk it falls in: results are bit-identical for every thread count. On AVX2
+//! without AVX-512 VNNI, prompts over Q5_0 take the Q8_0 assembly tile on each row
+//! pair re-expressed as Q8_0 blocks (`expandedRange`), with `vecDot`'s bits.
 const std = @import("std");
 const pool_zig = @import("pool.zig");
 const quant_k = @import("quant_k.zig");
