@@ -79,7 +79,7 @@ fn dotRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usi
         return;
     }
     if (comptime expands(E)) {
-        if (job.tokens > expanded_min_tokens - 1 and job.cols / E.block_elems <= expanded_blocks_max) {
+        if (job.tokens >= expanded_min_tokens and job.cols / E.block_elems <= expanded_blocks_max) {
             return expandedRange(E, job, row_begin, row_end);
         }
     }
@@ -573,17 +573,16 @@ test "Q5_0 prompts through the Q8_0 assembly tile (AVX2) equal vecDot per (row, 
             }
         }
     }
-    // The expansion itself: every code, both nibbles and the high bits.
-    if (comptime E.expands_to_q8_0) {
-        var block: E.Block = undefined;
-        block.d = 0.5;
-        for (0..16) |j| block.qs[j] = @intCast((j * 7 + 3) % 256);
-        block.qh = .{ 0xA5, 0x3C, 0x0F, 0xF0 };
-        var want: [32]f32 = undefined;
-        E.dequantizeRow(&.{block}, &want);
-        const q8 = E.toQ8_0(&block);
-        for (0..32) |j| try testing.expectEqual(want[j], @as(f32, @floatFromInt(q8.qs[j])) * 0.5);
-    }
+    // The expansion itself (on every target): both nibbles and the high bits.
+    var block: E.Block = undefined;
+    block.d = 0.5;
+    for (0..16) |j| block.qs[j] = @intCast((j * 7 + 3) % 256);
+    block.qh = .{ 0xA5, 0x3C, 0x0F, 0xF0 };
+    var want: [32]f32 = undefined;
+    E.dequantizeRow(&.{block}, &want);
+    const q8 = E.toQ8_0(&block);
+    try testing.expectEqual(@as(f16, 0.5), q8.d);
+    for (0..32) |j| try testing.expectEqual(want[j], @as(f32, @floatFromInt(q8.qs[j])) * 0.5);
 }
 
 test "GEMM tiles of real legacy and K-quant entries equal the one-row calls per (row, token) at 1..3 threads" {
