@@ -13,6 +13,9 @@
 const std = @import("std");
 const pool_zig = @import("pool.zig");
 const quant_k = @import("quant_k.zig");
+const simd = @import("simd.zig");
+const q8_0_tile_avx2 = @import("q8_0_tile_avx2.zig");
+const Q8_0Block = @import("quant_act.zig").Q8_0.Block;
 
 const Pool = pool_zig.Pool;
 const Status = pool_zig.Status;
@@ -313,15 +316,14 @@ const expanded_chunk_tokens = 32;
 /// re-expressed as Q8_0 blocks once and run through `q8_0_tile_avx2` in tiles of 4
 /// tokens, reading the activation quants from their `act.Q8_0` blocks in the scratch.
 fn expandedRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end: usize) void {
-    const tile = @import("q8_0_tile_avx2.zig");
-    const Q8Block = @import("quant_act.zig").Q8_0.Block;
-    comptime std.debug.assert(E.Act.Block == Q8Block and tile.max_rows == 2);
+    const tile = q8_0_tile_avx2;
+    comptime std.debug.assert(E.Act.Block == Q8_0Block and tile.max_rows == 2);
     const nb = job.cols / E.block_elems;
     std.debug.assert(nb >= 1 and nb <= expanded_blocks_max);
     // Block b's scales of the chunk's tokens at scales[b·stride ..], 8 zeros past the last.
     const stride = expanded_chunk_tokens + 8;
     var scales: [expanded_blocks_max * stride]f32 align(32) = undefined;
-    var rows: [tile.max_rows * expanded_blocks_max]Q8Block = undefined;
+    var rows: [tile.max_rows * expanded_blocks_max]Q8_0Block = undefined;
     var products: [tile.max_rows][8]f32 align(32) = undefined;
     var acc: [tile.max_rows * tile.max_tokens][8]f32 align(32) = undefined;
     var t0: usize = 0;
@@ -346,7 +348,7 @@ fn expandedRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end
                 const n = @min(tile.max_tokens, chunk - t);
                 const args: tile.Args = .{
                     .w = @ptrCast(&rows),
-                    .row_bytes = nb * @sizeOf(Q8Block),
+                    .row_bytes = nb * @sizeOf(Q8_0Block),
                     .x_qs = @ptrCast(&job.actRow(t0 + t)[0].qs),
                     .x_stride_bytes = actRowBytes(E.Act, job.cols),
                     .x_scales = scales[t..].ptr,
@@ -360,7 +362,8 @@ fn expandedRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end
                         if (pair) tile.run(2, T, 34, &args) else tile.run(1, T, 34, &args);
                         const R: usize = if (pair) 2 else 1;
                         inline for (0..T) |j| {
-                            for (0..R) |i| job.out[(t0 + t + j) * job.rows + r + i] = hsum8(acc[j * R + i]);
+                            // `hsum_float_8`, as every Q8_0 and legacy dot sums its lanes.
+                            for (0..R) |i| job.out[(t0 + t + j) * job.rows + r + i] = simd.hsum(8, f32, @as(@Vector(8, f32), acc[j * R + i]));
                         }
                     },
                     else => unreachable,
@@ -370,11 +373,6 @@ fn expandedRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end
             r += if (pair) 2 else 1;
         }
     }
-}
-
-/// `hsum_float_8`, as every Q8_0 and legacy dot sums its lanes.
-inline fn hsum8(v: [8]f32) f32 {
-    return @import("simd.zig").hsum(8, f32, @as(@Vector(8, f32), v));
 }
 
 /// The matmul of entry `E`. `cols % E.block_elems == 0`, `cols % E.Act.block_elems == 0`,
