@@ -7,14 +7,17 @@
 //! of its VNNI tile (`quant_q4_1_tile.Group`), and 8 rows on AVX2 (scales, mins, then
 //! each row's quant bytes). On AVX2 without AVX-512, F32, F16 and BF16 matrices take a
 //! layout too (`FloatGrouped`: 4-row groups of 8-column chunks, the float tile's shape),
-//! the only one whose rows can still be looked up. The repacked matrix has exactly its
-//! source's bytes, in another order.
+//! whose rows can still be looked up. Where Q6_K's kernel is the AVX2 one, Q6_K blocks
+//! are recoded one by one (`Q6_Kp`: the 6-bit levels in byte planes, rows unchanged),
+//! and their rows can be looked up too. The repacked matrix has exactly its source's
+//! bytes, in another order.
 //!
 //! Each layout is an entry of the type table (`types.zig`) whose id is not a ggml id
 //! (`id_base` + the source's): it has the source's block accounting and the source's
 //! wide kernel (which accepts either layout and gives the same bits), and no row
-//! functions: its rows are not contiguous, so it cannot be dequantized or quantized by
-//! row, nor looked up (but a float layout's rows: `lookupRow`), and a matmul or a row
+//! functions: its rows are not contiguous (or not in ggml's encoding), so it cannot be
+//! dequantized or quantized by row, nor looked up (but a float layout's rows and
+//! Q6_K's planes: `lookupRow`), and a matmul or a row
 //! lookup over it needs a row count that is a multiple of its group (the graph checks
 //! both). TypeScript asks `dotllm_repack_type` at load which bound
 //! matrices have a layout here, and copies them with `dotllm_repack`.
@@ -24,6 +27,7 @@ const kquant = @import("quant_k.zig");
 const act = @import("quant_act.zig");
 const pool_zig = @import("pool.zig");
 const matmul_float = @import("matmul.zig");
+const matmul_quant = @import("matmul_quant.zig");
 /// The float entries (F32, F16, BF16), sources of the float layouts.
 const types_float = @import("types.zig");
 
@@ -80,6 +84,43 @@ pub const Q4_KxN = Interleaved(kquant.Q4_K, kquant.Q8_K);
 /// Q4_1 in 4-row groups on AVX-512 VNNI (where its 4-row tile runs), 8-row ones on AVX2;
 /// llama.cpp keeps Q4_1 as it is, and so do the sums: `vecDot`'s order.
 pub const Q4_1xN = Interleaved(legacy.Q4_1, act.Q8_1);
+
+/// Q6_K with each block's levels recoded in byte planes (`kquant.Q6_K.Planes`), where
+/// the Q6_K kernel is the AVX2 one: the GEMV puts 128 levels together in 11 vector
+/// operations rather than 17 (`kquant.Q6_KPlanes`), with the same bits in every order.
+/// Rows stay contiguous blocks: any row count, and rows can be looked up, so a tied
+/// Q6_K LM head (most Q4_K_M files) serves as the token embedding too.
+pub const Q6_Kp = struct {
+    pub const ggml_type: u32 = id_base + kquant.Q6_K.ggml_type;
+    pub const name = kquant.Q6_KPlanes.name;
+    pub const Source = kquant.Q6_K;
+    pub const block_elems = kquant.Q6_KPlanes.block_elems;
+    pub const Block = kquant.Q6_KPlanes.Block;
+    pub const Act = kquant.Q6_KPlanes.Act;
+    /// Rows are not regrouped: a matmul over any row count.
+    pub const interleave_rows = 1;
+
+    pub fn matmul(pool: *pool_zig.Pool, out: [*]f32, w: [*]align(1) const Block, x: [*]const f32, rows: usize, cols: usize, tokens: usize, act_ready: bool) pool_zig.Status {
+        return matmul_quant.matmul(kquant.Q6_KPlanes, pool, out, w, x, rows, cols, tokens, act_ready);
+    }
+
+    /// Recodes a `rows` × `cols` Q6_K matrix block by block (`cols % block_elems == 0`,
+    /// checked by the caller).
+    pub fn repack(src: [*]align(1) const Source.Block, dst: [*]align(1) Block, rows: usize, cols: usize) void {
+        std.debug.assert(cols % block_elems == 0);
+        for (0..rows * (cols / block_elems)) |i| dst[i] = Source.planesOf(&src[i]);
+    }
+
+    /// Row `row` (of `cols` elements) of a matrix in this layout, as f32 (Q6_K's bits).
+    pub fn lookupRow(w: [*]align(1) const Block, row: usize, cols: usize, out: []f32) void {
+        std.debug.assert(out.len == cols and cols % block_elems == 0);
+        const n = cols / block_elems;
+        for (0..n) |j| {
+            const b = [1]Source.Block{Source.blockOfPlanes(&w[row * n + j])};
+            Source.dequantizeRow(&b, out[j * block_elems ..][0..block_elems]);
+        }
+    }
+};
 
 /// The float matrix of source type `S` (F32, F16 or BF16) in groups of
 /// `matmul.group_rows` rows (`matmul.FloatLayout.groups`): each `group_lanes`-column
@@ -140,6 +181,9 @@ const quant_entries = (if (legacy.Q4_0.wide_rows > 0) .{Q4_0xN} else .{}) ++
     (if (kquant.Q4_K.wide_rows > 0) .{Q4_KxN} else .{}) ++
     (if (legacy.Q4_1.wide_rows > 0) .{Q4_1xN} else .{});
 
+/// The recoded layouts: Q6_K's planes where its kernel is the AVX2 one.
+const recoded_entries = if (kquant.default_path == .avx2) .{Q6_Kp} else .{};
+
 /// The float layouts, where the float tile is `matmul.group_rows` rows (AVX2 without
 /// AVX-512).
 const float_entries = if (matmul_float.group_rows > 0) .{
@@ -148,13 +192,12 @@ const float_entries = if (matmul_float.group_rows > 0) .{
     FloatGrouped(types_float.BF16),
 } else .{};
 
-pub const entries = quant_entries ++ float_entries;
+pub const entries = quant_entries ++ recoded_entries ++ float_entries;
 
 // ---------------------------------------------------------------------------
 // Tests
 
 const testing = std.testing;
-const matmul_quant = @import("matmul_quant.zig");
 
 test "an interleaved matrix gives its source's bits for every token count and thread count" {
     @setEvalBranchQuota(10_000);
@@ -232,20 +275,66 @@ test "a grouped float matrix gives its source's bits for every token count and t
     }
 }
 
+test "a recoded Q6_K matrix gives Q6_K's bits for every token count and thread count, and its rows" {
+    inline for (recoded_entries) |R| {
+        const S = R.Source;
+        // 13 rows: 3 four-row groups and a single row; 3 blocks per row.
+        const rows = 13;
+        const cols = 3 * S.block_elems;
+        const n = cols / S.block_elems;
+        var prng = std.Random.DefaultPrng.init(11);
+        const random = prng.random();
+        var wf: [rows * cols]f32 = undefined;
+        for (&wf) |*v| v.* = random.floatNorm(f32);
+        var w: [rows * n]S.Block = undefined;
+        for (0..rows) |r| S.quantizeRowRef(wf[r * cols ..][0..cols], w[r * n ..][0..n]);
+        // A row of random bytes too: every level 0..63 and every bit pattern of qh.
+        random.bytes(std.mem.sliceAsBytes(w[n .. 2 * n]));
+        for (w[n .. 2 * n]) |*b| b.d = 0.01;
+        var packed_w: [rows * n]R.Block = undefined;
+        R.repack(&w, &packed_w, rows, cols);
+        try testing.expectEqual(@sizeOf(@TypeOf(w)), @sizeOf(@TypeOf(packed_w)));
+        for (w, packed_w) |b, p| try testing.expectEqualSlices(u8, std.mem.asBytes(&b), std.mem.asBytes(&S.blockOfPlanes(&p)));
+        // GEMV, the vec_dot-order tiles (2-7 tokens) and the tiled order (8+).
+        inline for (.{ 1, 2, 3, 4, 5, 8, 13, 17 }) |tokens| {
+            var x: [tokens * cols]f32 = undefined;
+            for (&x) |*v| v.* = random.float(f32) * 2 - 1;
+            for (1..4) |threads| {
+                const pool = try pool_zig.Pool.create(testing.allocator, @intCast(threads));
+                defer pool.destroy(testing.allocator);
+                try pool.reserve(testing.allocator, matmul_quant.scratchBytes(S.Act, cols, tokens));
+                var want: [tokens * rows]f32 = @splat(std.math.nan(f32));
+                var got: [tokens * rows]f32 = @splat(std.math.nan(f32));
+                try testing.expectEqual(pool_zig.Status.ok, matmul_quant.matmul(S, pool, &want, &w, &x, rows, cols, tokens, false));
+                try testing.expectEqual(pool_zig.Status.ok, R.matmul(pool, &got, &packed_w, &x, rows, cols, tokens, false));
+                try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
+            }
+        }
+        // Every row looked up equals the source's row.
+        const types = @import("types.zig");
+        const ids = [_]i32{ rows - 1, 0, 1, 6 };
+        var want: [ids.len * cols]f32 = undefined;
+        types.getRows(types.fromId(S.ggml_type).?, &want, @ptrCast(&w), &ids, ids.len, cols);
+        var got: [ids.len * cols]f32 = @splat(std.math.nan(f32));
+        types.getRows(types.fromId(R.ggml_type).?, &got, @ptrCast(&packed_w), &ids, ids.len, cols);
+        try testing.expectEqualSlices(u32, @as(*const [ids.len * cols]u32, @ptrCast(&want)), @as(*const [ids.len * cols]u32, @ptrCast(&got)));
+    }
+}
+
 test "the table offers a layout only for whole row groups, and refuses row functions for it" {
     const types = @import("types.zig");
     inline for (entries) |R| {
         const src: u32 = R.Source.ggml_type;
         const cols = 2 * R.block_elems;
         try testing.expectEqual(@as(i32, @intCast(R.ggml_type)), types.dotllm_repack_type(src, 32, cols));
-        try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 2 * R.interleave_rows + 2, cols));
+        if (R.interleave_rows > 1) try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 2 * R.interleave_rows + 2, cols));
         try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(src, 32, R.block_elems + R.block_elems / 2));
         try testing.expectEqual(@as(i32, -1), types.dotllm_repack_type(R.ggml_type, 32, cols));
         var x: [cols]f32 = @splat(0);
         var bytes: [2 * @sizeOf(R.Block)]u8 = undefined;
         try testing.expectEqual(@as(i32, -1), types.dotllm_quantize_row(R.ggml_type, &x, &bytes, cols));
         try testing.expectEqual(@as(i32, -1), types.dotllm_dequantize_row(R.ggml_type, &bytes, &x, cols));
-        // Only the float layouts' rows can be looked up (get_rows).
+        // Only the float layouts' and the recoded ones' rows can be looked up (get_rows).
         try testing.expectEqual(@hasDecl(R, "lookupRow"), types.hasRows(types.fromId(R.ggml_type).?));
         try testing.expectEqual(R.interleave_rows, types.rowMultiple(types.fromId(R.ggml_type).?));
     }

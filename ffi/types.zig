@@ -73,6 +73,7 @@ pub const entries = .{
 
 comptime {
     // Ids are unique and every Block's size is a whole number of bytes per block.
+    @setEvalBranchQuota(10_000);
     for (entries, 0..) |a, i| {
         for (entries, 0..) |b, j| std.debug.assert(i == j or a.ggml_type != b.ggml_type);
         std.debug.assert(@sizeOf(a.Block) > 0 and a.block_elems > 0);

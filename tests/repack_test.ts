@@ -7,7 +7,9 @@
  * decode steps of two sequences in one batch — at 1 and 2 threads; the kernels
  * refuse row lookups in that layout and matmuls over a partial row group. So does
  * the ladder's F32 file with its float matrices, the tied LM head among them, in
- * the AVX2 builds' 4-row float layout, whose rows are still looked up.
+ * the AVX2 builds' 4-row float layout, whose rows are still looked up, and the
+ * ladder's Q4_K_M and Q6_K files with their Q6_K matrices recoded in byte planes
+ * (AVX2 builds without AVX-512 VNNI), whose rows are looked up too.
  */
 import assert from "node:assert/strict";
 import { GgmlType } from "../src/gguf/types.ts";
@@ -29,12 +31,15 @@ const hasLayout = (features & CpuFeature.builtAvx512) !== 0 &&
 const hasQ4_0Layout = hasLayout || (features & CpuFeature.avx2) !== 0;
 /** Rows of a Q4_0 (and Q4_K) group here. */
 const q4_0Rows = hasLayout ? 16 : 8;
-const layoutFor = (type: number) => type === GgmlType.IQ4_NL ? hasLayout : hasQ4_0Layout;
+/** Q6_K's recoded layout (byte planes) exists where its kernel is the AVX2 one. */
+const hasQ6Layout = (features & CpuFeature.avx2) !== 0 && !hasLayout;
+const layoutFor = (type: number) =>
+  type === GgmlType.IQ4_NL ? hasLayout : type === GgmlType.Q6_K ? hasQ6Layout : hasQ4_0Layout;
 /** The float layouts (4-row groups) exist where the float tile has 8 lanes: AVX2 builds without AVX-512. */
 const hasFloatLayout = (features & CpuFeature.avx2) !== 0 &&
   (features & CpuFeature.builtAvx512) === 0;
 
-Deno.test("the table has an IQ4_NL layout exactly on AVX-512 VNNI builds, Q4_0, Q4_K and Q4_1 ones on AVX2 too", () => {
+Deno.test("the table has an IQ4_NL layout exactly on AVX-512 VNNI builds, Q4_0, Q4_K and Q4_1 ones on AVX2 too, Q6_K's on AVX2 only", () => {
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64) > 0, hasQ4_0Layout);
   // A partial Q4_0 group (8-row groups on AVX2, 16-row ones on AVX-512 VNNI).
   assert.equal(
@@ -55,8 +60,11 @@ Deno.test("the table has an IQ4_NL layout exactly on AVX-512 VNNI builds, Q4_0, 
     assert.equal(native.fn.dotllm_repack_type(type, 30, 64), -1); // 4-row groups
     assert.equal(native.fn.dotllm_repack_type(type, 32, 60), -1); // 8-column chunks
   }
+  // Q6_K's planes keep rows whole: any row count, whole blocks of columns.
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q6_K, 13, 512) > 0, hasQ6Layout);
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q6_K, 13, 320), -1);
   // Not for other types, nor for a partial row group.
-  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q6_K, 32, 256), -1);
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.Q5_K, 32, 256), -1);
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_K, 36, 256), -1);
 });
 
@@ -90,8 +98,10 @@ function run(model: Model, threads: number): Float32Array[] {
 const CASES: { type: string; layouts: number[]; file?: string }[] = [
   { type: "Q4_0", layouts: [GgmlType.Q4_0] },
   { type: "IQ4_NL", layouts: [GgmlType.IQ4_NL] },
-  // Q4_K_M mixes Q4_K (repacked) with Q6_K (not: no layout) matrices.
-  { type: "Q4_K_M", layouts: [GgmlType.Q4_K] },
+  // Q4_K_M mixes Q4_K (interleaved) with Q6_K (recoded on AVX2) matrices.
+  { type: "Q4_K_M", layouts: [GgmlType.Q4_K, GgmlType.Q6_K] },
+  // Q6_K matrices (1536 columns; SmolLM2's 576-column ones fall back to other types).
+  { type: "Q6_K", layouts: [GgmlType.Q6_K] },
   // The real file: Q4_1 matmuls (4-row groups), a Q8_0 embedding.
   {
     type: "Q4_1",
@@ -109,21 +119,26 @@ for (const c of CASES) {
     const matmuls = (m: Model) =>
       m.weights.layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown])
         .filter((w) => w !== undefined);
-    const here = c.layouts.every(layoutFor);
-    if (here) {
+    // The source types that have a layout on this build.
+    const here = c.layouts.filter(layoutFor);
+    if (here.length > 0) {
       // Every matmul of SmolLM2 has whole 16-row groups (576, 1536, 192 rows).
-      const sources = matmuls(plain).filter((w) => c.layouts.includes(w.type));
+      const sources = matmuls(plain).filter((w) => here.includes(w.type));
       assert.ok(sources.length > 0);
       assert.equal(repacked.repackedBytes, sources.reduce((s, w) => s + w.sizeBytes, 0));
       const after = matmuls(repacked);
-      assert.ok(after.every((w) => !c.layouts.includes(w.type)), "every source matrix repacked");
-      assert.ok(after.some((w) => w.type === GgmlType.Q6_K) === (c.type === "Q4_K_M"));
+      assert.ok(after.every((w) => !here.includes(w.type)), "every source matrix repacked");
     } else {
-      assert.equal(repacked.repackedBytes, 0, `no interleaved ${c.type} layout on this build`);
+      assert.equal(repacked.repackedBytes, 0, `no ${c.type} layout on this build`);
     }
+    // A Q4_K_M file keeps its Q6_K matrices only where Q6_K has no layout.
+    assert.equal(
+      matmuls(repacked).some((w) => w.type === GgmlType.Q6_K),
+      c.type === "Q4_K_M" && !hasQ6Layout,
+    );
     // The other matmuls and the tied embedding are copied as they are (huge-page memory).
     assert.equal(plain.copiedBytes, 0);
-    const copied = matmuls(plain).filter((w) => !here || !c.layouts.includes(w.type));
+    const copied = matmuls(plain).filter((w) => !here.includes(w.type));
     assert.equal(
       repacked.copiedBytes,
       copied.reduce((s, w) => s + w.sizeBytes, plain.weights.tokenEmbedding.sizeBytes),
@@ -203,6 +218,36 @@ Deno.test("a float layout looks rows up, and refuses a table of a partial row gr
     [...src.f32().subarray(5 * cols, 6 * cols), ...src.f32().subarray(2 * cols, 3 * cols)],
   );
   assert.throws(() => kernels.getRows(id, out.address, grouped.address, ids.address, 2, cols, 6));
+});
+
+Deno.test("a recoded Q6_K matrix looks its rows up as the file's rows", () => {
+  if (!hasQ6Layout) return; // no Q6_K layout on this build (checked above)
+  // 5 rows of 2 Q6_K blocks, random bytes (every level and scale), d = 2^-10.
+  const rows = 5, cols = 512, rowBytes = 2 * 210;
+  const id = native.fn.dotllm_repack_type(GgmlType.Q6_K, rows, cols);
+  assert.ok(id > 0);
+  assert.equal(computableType(native, id)?.rowLookup, true);
+  using kernels = new Kernels(native, 1);
+  using src = native.alloc(rows * rowBytes);
+  using planes = native.alloc(rows * rowBytes);
+  const bytes = src.bytes();
+  let seed = 7;
+  for (let i = 0; i < bytes.length; i++) {
+    seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+    bytes[i] = seed >>> 24;
+  }
+  for (let b = 0; b < 2 * rows; b++) {
+    new DataView(bytes.buffer, bytes.byteOffset).setUint16(b * 210 + 208, 0x1400, true);
+  }
+  assert.equal(native.fn.dotllm_repack(GgmlType.Q6_K, rows, cols, src.address, planes.address), id);
+  using ids = native.alloc(12);
+  new Int32Array(ids.buffer, 0, 3).set([4, 0, 2]);
+  using want = native.alloc(3 * cols * 4);
+  using got = native.alloc(3 * cols * 4);
+  kernels.getRows(GgmlType.Q6_K, want.address, src.address, ids.address, 3, cols, rows);
+  kernels.getRows(id, got.address, planes.address, ids.address, 3, cols, rows);
+  assert.ok(want.f32().some((v) => v !== 0));
+  assertBitIdentical(got.f32(), want.f32(), "rows 4, 0, 2");
 });
 
 Deno.test("the interleaved layout refuses row lookups and partial row groups", async (t) => {
