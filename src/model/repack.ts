@@ -2,26 +2,27 @@
  * Load-time repacking (llama.cpp's CPU_REPACK): matmul weights whose type has
  * an interleaved layout in the native type table (`ffi/repack.zig`: Q4_0,
  * IQ4_NL and Q4_K in 16-row groups, Q4_1 in 4-row groups, on AVX-512 VNNI;
- * 8-row groups and the float types' 4-row groups on AVX2) are copied into it
- * once, so the decode step reads each block column as the kernel consumes it
- * instead of transposing it every token. The layout sums in the same order:
- * logits keep their bits.
+ * 8-row groups and the float types' 4-row groups on AVX2; Q6_K's blocks
+ * recoded in byte planes on AVX2, rows unchanged) are copied into it once, so
+ * the decode step reads each block column as the kernel consumes it instead of
+ * transposing it every token. The layout sums in the same order: logits keep
+ * their bits.
  *
- * The other matmul weights are copied as they are, and so is a tied LM head
- * (it is the token embedding) unless its layout can still look rows up (the
- * float layouts: `rowLookup`). Every copy goes into one native buffer, the arena,
- * in the order a decode step reads them (layer by layer, then the LM head),
- * each tensor on a page boundary. The arena starts on a 2 MiB boundary and is
- * offered to the kernel as transparent huge pages (`dotllm_alloc`), so a
- * decode step streams it without a TLB miss and a prefetcher restart every
- * 4 KiB page (1B-shape decode at 1 thread, medians of alternating rounds on
- * the Intel Xeon of 2026-12-04, huge pages against the file mapping: Q8_0 8.9
- * → 10.2 tok/s, Q4_K_M 12.6 → 14.1). One buffer per tensor took huge pages
- * only for tensors of 2 MiB or more, so a small model's matrices (smollm-135m:
- * 0.2-1.8 MB each) stayed in 4 KiB pages: on the Zen 4 host, 450 MB rings of
- * F16 matrices of 192-1536 × 576, GEMV at 1 thread, 18-24 GB/s in separate
- * buffers against 22-31 GB/s in one huge-page buffer (a plain read of the same
- * bytes: 18-25 against 25-32 GB/s).
+ * The other matmul weights are copied as they are, and so is a tied LM head (it
+ * is the token embedding) unless its layout can still look rows up (the float
+ * layouts and Q6_K's planes: `rowLookup`). Every copy goes into one native
+ * buffer, the arena, in the order a decode step reads them (layer by layer,
+ * then the LM head), each tensor on a page boundary. The arena starts on a 2
+ * MiB boundary and is offered to the kernel as transparent huge pages
+ * (`dotllm_alloc`), so a decode step streams it without a TLB miss and a
+ * prefetcher restart every 4 KiB page (1B-shape decode at 1 thread, medians of
+ * alternating rounds on the Intel Xeon of 2026-12-04, huge pages against the
+ * file mapping: Q8_0 8.9 → 10.2 tok/s, Q4_K_M 12.6 → 14.1). One buffer per
+ * tensor took huge pages only for tensors of 2 MiB or more, so a small model's
+ * matrices (smollm-135m: 0.2-1.8 MB each) stayed in 4 KiB pages: on the Zen 4
+ * host, 450 MB rings of F16 matrices of 192-1536 × 576, GEMV at 1 thread, 18-24
+ * GB/s in separate buffers against 22-31 GB/s in one huge-page buffer (a plain
+ * read of the same bytes: 18-25 against 25-32 GB/s).
  *
  * The arena is the {@linkcode Repacked}'s one buffer (as many bytes as the
  * tensors it replaces, plus page padding); when the weights are a file mapping,
@@ -80,7 +81,7 @@ export function repackWeights(
     }
   }
   // A tied LM head is looked up by row as well: interleaved only into a layout whose
-  // rows can still be looked up (the float layouts), else copied as it is.
+  // rows can still be looked up (the float layouts, Q6_K's planes), else copied as it is.
   const head = weights.tiedOutput ? weights.tokenEmbedding : weights.output;
   const headLayout = layout(head);
   reserve(
