@@ -2227,8 +2227,10 @@ pub const Q6_K = struct {
 /// The kernels of Q6_K over `Q6_K.Planes` blocks (repack.zig's `Q6_Kp`, an AVX2
 /// load-time layout of Q6_K matrices): every order (`vecDot`'s, the tiled one) gives
 /// the bits of Q6_K's over the same blocks. The planes save the AVX2 GEMV 6 of the 17
-/// vector operations that put 128 levels together; 2048-wide rows on the Zen 3 host, one
-/// thread, best of passes, GB/s: 23.8 → 25.5 in L2, 16.7-17.1 → 17.7-18.7 from memory.
+/// vector operations that put 128 levels together. `vecDotRows` over 2048-wide rows on
+/// the Zen 3 host, one thread, Q6_K and planes alternating in one process, best of
+/// passes in 4 rounds, GB/s: 128 rows (in L2) 21.3-24.6 → 22.7-26.9, 65536 rows (from
+/// memory) 13.8-18.4 → 15.0-19.6.
 pub const Q6_KPlanes = struct {
     pub const name = "Q6_Kp";
     pub const block_elems: usize = qk_k;
