@@ -2198,8 +2198,60 @@ pub const Q6_K = struct {
     /// R rows × T tokens in the tiled order, bit-identical to `vecDotTiled` per (row,
     /// token) (see `tileDotAcc`): each weight block is decoded once per tile.
     pub fn vecDotTileTiled(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        if (comptime default_path == .avx2) return tileTiledAvx2(Block, R, T, w_rows, a_rows);
         if (comptime (R * T) % 16 == 0) return tileDotTiledFold(@This(), 5, default_path, R, T, w_rows, a_rows);
         return tileDotAcc(@This(), TiledAcc(5), default_path, R, T, w_rows, a_rows);
+    }
+
+    /// `vecDotTileTiled` on AVX2 (blocks `B`: `Block` or `Planes`), as llama.cpp's AVX2
+    /// tiled microkernel computes it: each row's block is put together once (its eight
+    /// 32-level parts and their scale vectors), then every token's activations go through
+    /// one vpmaddubsw, one vpmaddwd and one add per part. The 512-bit-shaped `blockDot`
+    /// put the block together again for every token, with the scales: 3 vector operations
+    /// per 32 levels and token here against about 9. The integers are exact, and per
+    /// block s = Σ lanes − 32·Σ scale·bsum, then sum = fma(f32(s)·d_w, d_a, sum): the
+    /// bits of `TiledAcc`.
+    fn tileTiledAvx2(comptime B: type, comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const B, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        @setEvalBranchQuota(100_000);
+        const F32xT = @Vector(T, f32);
+        const n = a_rows[0].len;
+        inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
+        inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+        var sum: [R]F32xT = @splat(@splat(0));
+        for (0..n) |j| {
+            var d_a: F32xT = undefined;
+            inline for (0..T) |t| d_a[t] = a_rows[t][j].d;
+            inline for (0..R) |r| {
+                const b = &w_rows[r][j];
+                const sc8: @Vector(16, i8) = b.scales;
+                const sc16: I16x16 = sc8;
+                const sc_bcast = [2]I16x16{
+                    @shuffle(i16, sc16, undefined, [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7 }),
+                    @shuffle(i16, sc16, undefined, [16]i32{ 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15 }),
+                };
+                var acc: [T]I32x8 = @splat(@splat(0));
+                inline for (0..2) |h| {
+                    const u = parts(b, h);
+                    inline for (0..4) |part| {
+                        const q = 4 * h + part;
+                        const scale: I16x16 = @bitCast(pshufb256(@bitCast(sc_bcast[h]), comptime pairBroadcastMask(2 * part)));
+                        inline for (0..T) |t| acc[t] += maddwd256(maddubs256(u[part], actHalf(&a_rows[t][j], q)), scale);
+                    }
+                }
+                var s: @Vector(T, i32) = undefined;
+                inline for (0..T) |t| {
+                    const sub = maddwd256(a_rows[t][j].bsums, sc16);
+                    s[t] = @reduce(.Add, acc[t] - (sub << @splat(5)));
+                }
+                const scaled = @as(F32xT, @floatFromInt(s)) * @as(F32xT, @splat(f16f(b.d)));
+                sum[r] = @mulAdd(F32xT, scaled, d_a, sum[r]);
+            }
+        }
+        var out: [T][R]f32 = undefined;
+        inline for (0..T) |t| {
+            inline for (0..R) |r| out[t][r] = sum[r][t];
+        }
+        return out;
     }
 
     /// One row in the tiled order.
@@ -2265,6 +2317,7 @@ pub const Q6_KPlanes = struct {
     }
 
     pub fn vecDotTileTiled(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+        if (comptime default_path == .avx2) return Q6_K.tileTiledAvx2(Block, R, T, w_rows, a_rows);
         if (comptime (R * T) % 16 == 0) return tileDotTiledFold(@This(), 5, default_path, R, T, w_rows, a_rows);
         return tileDotAcc(@This(), TiledAcc(5), default_path, R, T, w_rows, a_rows);
     }
