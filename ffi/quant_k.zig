@@ -2059,34 +2059,15 @@ pub const Q6_K = struct {
         return acc.result();
     }
 
-    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
-        return vecDotPath(default_path, w, a);
-    }
-
-    pub fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
-        std.debug.assert(w.len == a.len);
-        return rowsDot(@This(), path, 1, .{w}, a)[0];
-    }
-
-    /// R rows against one activation row, bit-identical to R calls of vecDot (each row
-    /// runs the same per-block code; only the activation loads are shared).
-    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
-        // AVX2 has 16 ymm registers: one row's loop keeps its accumulators, masks and
-        // scales in them; R rows interleaved spilled. 4096-wide GEMV on the Zen 3 host, GB/s
-        // in L2 / from memory, median of 6 interleaved runs: the 512-bit-shaped blockDot 4
-        // rows at a time 21.3 / 19.7; blockDotAvx2 4 at a time 22.2 / 19.6, row by row 23.5 / 21.4.
-        if (comptime default_path == .avx2) {
-            var out: [R]f32 = undefined;
-            inline for (0..R) |r| out[r] = rowsDot(@This(), default_path, 1, .{w_rows[r]}, a)[0];
-            return out;
-        }
-        return rowsDot(@This(), default_path, R, w_rows, a);
-    }
-
-    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
-    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
-        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
-    }
+    /// The dot products (see `Q6KKernels`).
+    const kernels = Q6KKernels(Block);
+    pub const vecDot = kernels.vecDot;
+    pub const vecDotPath = kernels.vecDotPath;
+    pub const vecDotRows = kernels.vecDotRows;
+    pub const vecDotTile = kernels.vecDotTile;
+    pub const vecDotRowsTiled = kernels.vecDotRowsTiled;
+    pub const vecDotTileTiled = kernels.vecDotTileTiled;
+    pub const vecDotTiled = kernels.vecDotTiled;
 
     /// One super-block's contribution to `dot`; `b` points at a `Block` or at `Planes`.
     inline fn blockDot(comptime path: Path, b: anytype, ab: *align(1) const Act.Block, dot: anytype) void {
@@ -2189,20 +2170,6 @@ pub const Q6_K = struct {
         return m;
     }
 
-    /// R rows in the order of llama.cpp's tiled matmul (see `TiledAcc`), which takes
-    /// batches of `tiled_min_tokens` or more.
-    pub fn vecDotRowsTiled(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
-        return rowsDotAcc(@This(), TiledAcc(5), default_path, R, w_rows, a);
-    }
-
-    /// R rows × T tokens in the tiled order, bit-identical to `vecDotTiled` per (row,
-    /// token) (see `tileDotAcc`): each weight block is decoded once per tile.
-    pub fn vecDotTileTiled(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
-        if (comptime default_path == .avx2) return tileTiledAvx2(Block, R, T, w_rows, a_rows);
-        if (comptime (R * T) % 16 == 0) return tileDotTiledFold(@This(), 5, default_path, R, T, w_rows, a_rows);
-        return tileDotAcc(@This(), TiledAcc(5), default_path, R, T, w_rows, a_rows);
-    }
-
     /// `vecDotTileTiled` on AVX2 (blocks `B`: `Block` or `Planes`), as llama.cpp's AVX2
     /// tiled microkernel computes it: each row's block is put together once (its eight
     /// 32-level parts and their scale vectors), then every token's activations go through
@@ -2280,11 +2247,6 @@ pub const Q6_K = struct {
             @shuffle(i32, q[0], q[1], [8]i32{ 4, 5, 6, 7, -5, -6, -7, -8 });
     }
 
-    /// One row in the tiled order.
-    pub fn vecDotTiled(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
-        return rowsDotAcc(@This(), TiledAcc(5), default_path, 1, .{w}, a)[0];
-    }
-
     /// Scalar reference of the tiled order: element by element integers, then the floats.
     pub fn vecDotTiledRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
@@ -2314,44 +2276,77 @@ pub const Q6_KPlanes = struct {
     pub const block_elems: usize = qk_k;
     pub const Block = Q6_K.Planes;
     pub const Act = Q8_K;
-    const Acc = Q6_K.Acc;
 
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
-        Q6_K.blockDot(path, b, ab, dot);
-    }
-
-    pub fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
-        return rowsDot(@This(), default_path, 1, .{w}, a)[0];
-    }
-
-    /// As `Q6_K.vecDotRows` (row by row on AVX2).
-    pub fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
-        if (comptime default_path == .avx2) {
-            var out: [R]f32 = undefined;
-            inline for (0..R) |r| out[r] = rowsDot(@This(), default_path, 1, .{w_rows[r]}, a)[0];
-            return out;
-        }
-        return rowsDot(@This(), default_path, R, w_rows, a);
-    }
-
-    pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
-        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
-    }
-
-    pub fn vecDotRowsTiled(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
-        return rowsDotAcc(@This(), TiledAcc(5), default_path, R, w_rows, a);
-    }
-
-    pub fn vecDotTileTiled(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
-        if (comptime default_path == .avx2) return Q6_K.tileTiledAvx2(Block, R, T, w_rows, a_rows);
-        if (comptime (R * T) % 16 == 0) return tileDotTiledFold(@This(), 5, default_path, R, T, w_rows, a_rows);
-        return tileDotAcc(@This(), TiledAcc(5), default_path, R, T, w_rows, a_rows);
-    }
-
-    pub fn vecDotTiled(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
-        return rowsDotAcc(@This(), TiledAcc(5), default_path, 1, .{w}, a)[0];
-    }
+    const kernels = Q6KKernels(Block);
+    pub const vecDot = kernels.vecDot;
+    pub const vecDotRows = kernels.vecDotRows;
+    pub const vecDotTile = kernels.vecDotTile;
+    pub const vecDotRowsTiled = kernels.vecDotRowsTiled;
+    pub const vecDotTileTiled = kernels.vecDotTileTiled;
+    pub const vecDotTiled = kernels.vecDotTiled;
 };
+
+/// Q6_K's dot products over blocks of type `B` (`Q6_K.Block`, or `Q6_K.Planes` for
+/// `Q6_KPlanes`): the same code over either, so the same bits.
+fn Q6KKernels(comptime B: type) type {
+    return struct {
+        const Block = B;
+        const Act = Q8_K;
+        const Acc = Q6_K.Acc;
+
+        inline fn blockDot(comptime path: Path, b: *align(1) const B, ab: *align(1) const Act.Block, dot: anytype) void {
+            Q6_K.blockDot(path, b, ab, dot);
+        }
+
+        fn vecDot(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            return vecDotPath(default_path, w, a);
+        }
+
+        fn vecDotPath(comptime path: Path, w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            std.debug.assert(w.len == a.len);
+            return rowsDot(@This(), path, 1, .{w}, a)[0];
+        }
+
+        /// R rows against one activation row, bit-identical to R calls of vecDot (each row
+        /// runs the same per-block code; only the activation loads are shared).
+        fn vecDotRows(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+            // AVX2 has 16 ymm registers: one row's loop keeps its accumulators, masks and
+            // scales in them; R rows interleaved spilled. 4096-wide GEMV on the Zen 3 host, GB/s
+            // in L2 / from memory, median of 6 interleaved runs: the 512-bit-shaped blockDot 4
+            // rows at a time 21.3 / 19.7; blockDotAvx2 4 at a time 22.2 / 19.6, row by row 23.5 / 21.4.
+            if (comptime default_path == .avx2) {
+                var out: [R]f32 = undefined;
+                inline for (0..R) |r| out[r] = rowsDot(@This(), default_path, 1, .{w_rows[r]}, a)[0];
+                return out;
+            }
+            return rowsDot(@This(), default_path, R, w_rows, a);
+        }
+
+        /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+        fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+            return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
+        }
+
+        /// R rows in the order of llama.cpp's tiled matmul (see `TiledAcc`), which takes
+        /// batches of `tiled_min_tokens` or more.
+        fn vecDotRowsTiled(comptime R: usize, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+            return rowsDotAcc(@This(), TiledAcc(5), default_path, R, w_rows, a);
+        }
+
+        /// R rows × T tokens in the tiled order, bit-identical to `vecDotTiled` per (row,
+        /// token) (see `tileDotAcc`): each weight block is decoded once per tile.
+        fn vecDotTileTiled(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
+            if (comptime default_path == .avx2) return Q6_K.tileTiledAvx2(Block, R, T, w_rows, a_rows);
+            if (comptime (R * T) % 16 == 0) return tileDotTiledFold(@This(), 5, default_path, R, T, w_rows, a_rows);
+            return tileDotAcc(@This(), TiledAcc(5), default_path, R, T, w_rows, a_rows);
+        }
+
+        /// One row in the tiled order.
+        fn vecDotTiled(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            return rowsDotAcc(@This(), TiledAcc(5), default_path, 1, .{w}, a)[0];
+        }
+    };
+}
 
 // ---------------------------------------------------------------------------
 // Q5_K

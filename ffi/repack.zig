@@ -264,15 +264,19 @@ test "a grouped float matrix gives its source's bits for every token count and t
                 try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
             }
         }
-        // Every row looked up equals the source's row.
-        const types = @import("types.zig");
-        const ids = [_]i32{ rows - 1, 0, 5, 6 };
-        var want: [ids.len * cols]f32 = undefined;
-        types.getRows(types.fromId(S.ggml_type).?, &want, @ptrCast(&w), &ids, ids.len, cols);
-        var got: [ids.len * cols]f32 = @splat(std.math.nan(f32));
-        types.getRows(types.fromId(R.ggml_type).?, &got, @ptrCast(&packed_w), &ids, ids.len, cols);
-        try testing.expectEqualSlices(f32, &want, &got);
+        try expectSourceRows(S, R, cols, .{ rows - 1, 0, 5, 6 }, std.mem.asBytes(&w), std.mem.asBytes(&packed_w));
     }
+}
+
+/// Rows `ids` looked up (`types.getRows`) in layout `R` of a matrix equal the source
+/// type `S`'s rows, bit for bit.
+fn expectSourceRows(comptime S: type, comptime R: type, comptime cols: usize, comptime ids: [4]i32, source: []const u8, layout: []const u8) !void {
+    const types = @import("types.zig");
+    var want: [ids.len * cols]f32 = undefined;
+    types.getRows(types.fromId(S.ggml_type).?, &want, source.ptr, &ids, ids.len, cols);
+    var got: [ids.len * cols]f32 = @splat(std.math.nan(f32));
+    types.getRows(types.fromId(R.ggml_type).?, &got, layout.ptr, &ids, ids.len, cols);
+    try testing.expectEqualSlices(u32, @as(*const [ids.len * cols]u32, @ptrCast(&want)), @as(*const [ids.len * cols]u32, @ptrCast(&got)));
 }
 
 test "a recoded Q6_K matrix gives Q6_K's bits for every token count and thread count, and its rows" {
@@ -310,14 +314,8 @@ test "a recoded Q6_K matrix gives Q6_K's bits for every token count and thread c
                 try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
             }
         }
-        // Every row looked up equals the source's row.
-        const types = @import("types.zig");
-        const ids = [_]i32{ rows - 1, 0, 1, 6 };
-        var want: [ids.len * cols]f32 = undefined;
-        types.getRows(types.fromId(S.ggml_type).?, &want, @ptrCast(&w), &ids, ids.len, cols);
-        var got: [ids.len * cols]f32 = @splat(std.math.nan(f32));
-        types.getRows(types.fromId(R.ggml_type).?, &got, @ptrCast(&packed_w), &ids, ids.len, cols);
-        try testing.expectEqualSlices(u32, @as(*const [ids.len * cols]u32, @ptrCast(&want)), @as(*const [ids.len * cols]u32, @ptrCast(&got)));
+        // Every row looked up equals the source's row (row 1: the random bytes).
+        try expectSourceRows(S, R, cols, .{ rows - 1, 0, 1, 6 }, std.mem.asBytes(&w), std.mem.asBytes(&packed_w));
     }
 }
 
