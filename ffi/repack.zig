@@ -220,16 +220,7 @@ test "an interleaved matrix gives its source's bits for every token count and th
             inline for (.{ 1, 2, 3, 4, 5, 8, 13, 17 }) |tokens| {
                 var x: [tokens * cols]f32 = undefined;
                 for (&x) |*v| v.* = random.float(f32) * 2 - 1;
-                for (1..4) |threads| {
-                    const pool = try pool_zig.Pool.create(testing.allocator, @intCast(threads));
-                    defer pool.destroy(testing.allocator);
-                    try pool.reserve(testing.allocator, @max(matmul_quant.scratchBytes(S.Act, cols, tokens), matmul_quant.scratchBytes(R.Act, cols, tokens)));
-                    var want: [tokens * rows]f32 = @splat(std.math.nan(f32));
-                    var got: [tokens * rows]f32 = @splat(std.math.nan(f32));
-                    try testing.expectEqual(pool_zig.Status.ok, matmul_quant.matmul(S, pool, &want, &w, &x, rows, cols, tokens, false));
-                    try testing.expectEqual(pool_zig.Status.ok, matmul_quant.matmul(R, pool, &got, @ptrCast(&packed_w), &x, rows, cols, tokens, false));
-                    try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
-                }
+                try expectSourceMatmul(S, R, rows, cols, tokens, std.mem.asBytes(&w), std.mem.asBytes(&packed_w), &x);
             }
         }
     }
@@ -254,17 +245,25 @@ test "a grouped float matrix gives its source's bits for every token count and t
         inline for (.{ 1, 2, 3, 4, 5, 8, 13 }) |tokens| {
             var x: [tokens * cols]f32 = undefined;
             for (&x) |*v| v.* = random.float(f32) * 2 - 1;
-            for (1..4) |threads| {
-                const pool = try pool_zig.Pool.create(testing.allocator, @intCast(threads));
-                defer pool.destroy(testing.allocator);
-                var want: [tokens * rows]f32 = @splat(std.math.nan(f32));
-                var got: [tokens * rows]f32 = @splat(std.math.nan(f32));
-                try testing.expectEqual(pool_zig.Status.ok, matmul_float.matmulFloat(S.Block, pool, &want, &w, &x, rows, cols, tokens));
-                try testing.expectEqual(pool_zig.Status.ok, R.matmul(pool, &got, &packed_w, &x, rows, cols, tokens, false));
-                try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
-            }
+            try expectSourceMatmul(S, R, rows, cols, tokens, std.mem.asBytes(&w), std.mem.asBytes(&packed_w), &x);
         }
         try expectSourceRows(S, R, cols, .{ rows - 1, 0, 5, 6 }, std.mem.asBytes(&w), std.mem.asBytes(&packed_w));
+    }
+}
+
+/// The matmul (`types.matmul`) of a `rows` × `cols` matrix in layout `R` equals the
+/// source type `S`'s, bit for bit, at 1..3 threads.
+fn expectSourceMatmul(comptime S: type, comptime R: type, comptime rows: usize, comptime cols: usize, comptime tokens: usize, source: []const u8, layout: []const u8, x: *const [tokens * cols]f32) !void {
+    const types = @import("types.zig");
+    for (1..4) |threads| {
+        const pool = try pool_zig.Pool.create(testing.allocator, @intCast(threads));
+        defer pool.destroy(testing.allocator);
+        try pool.reserve(testing.allocator, types.scratchBytes(cols, tokens));
+        var want: [tokens * rows]f32 = @splat(std.math.nan(f32));
+        var got: [tokens * rows]f32 = @splat(std.math.nan(f32));
+        try testing.expectEqual(pool_zig.Status.ok, types.matmul(types.fromId(S.ggml_type).?, pool, &want, source.ptr, x, rows, cols, tokens, false));
+        try testing.expectEqual(pool_zig.Status.ok, types.matmul(types.fromId(R.ggml_type).?, pool, &got, layout.ptr, x, rows, cols, tokens, false));
+        try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
     }
 }
 
@@ -303,16 +302,7 @@ test "a recoded Q6_K matrix gives Q6_K's bits for every token count and thread c
         inline for (.{ 1, 2, 3, 4, 5, 8, 13, 17 }) |tokens| {
             var x: [tokens * cols]f32 = undefined;
             for (&x) |*v| v.* = random.float(f32) * 2 - 1;
-            for (1..4) |threads| {
-                const pool = try pool_zig.Pool.create(testing.allocator, @intCast(threads));
-                defer pool.destroy(testing.allocator);
-                try pool.reserve(testing.allocator, matmul_quant.scratchBytes(S.Act, cols, tokens));
-                var want: [tokens * rows]f32 = @splat(std.math.nan(f32));
-                var got: [tokens * rows]f32 = @splat(std.math.nan(f32));
-                try testing.expectEqual(pool_zig.Status.ok, matmul_quant.matmul(S, pool, &want, &w, &x, rows, cols, tokens, false));
-                try testing.expectEqual(pool_zig.Status.ok, R.matmul(pool, &got, &packed_w, &x, rows, cols, tokens, false));
-                try testing.expectEqualSlices(u32, @as(*const [tokens * rows]u32, @ptrCast(&want)), @as(*const [tokens * rows]u32, @ptrCast(&got)));
-            }
+            try expectSourceMatmul(S, R, rows, cols, tokens, std.mem.asBytes(&w), std.mem.asBytes(&packed_w), &x);
         }
         // Every row looked up equals the source's row (row 1: the random bytes).
         try expectSourceRows(S, R, cols, .{ rows - 1, 0, 1, 6 }, std.mem.asBytes(&w), std.mem.asBytes(&packed_w));
