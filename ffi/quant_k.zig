@@ -2108,11 +2108,7 @@ pub const Q6_K = struct {
         const sc8: @Vector(16, i8) = b.scales;
         const sc16: I16x16 = sc8;
         const sub = maddwd256(ab.bsums, sc16);
-        // Scales 0-7 (h = 0) and 8-15 (h = 1), each in both 128-bit lanes.
-        const sc_bcast = [2]I16x16{
-            @shuffle(i16, sc16, undefined, [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7 }),
-            @shuffle(i16, sc16, undefined, [16]i32{ 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15 }),
-        };
+        const sc_bcast = halvesBroadcast(sc16);
         var acc: I32x8 = @splat(0);
         inline for (0..2) |h| {
             const u = parts(b, h);
@@ -2159,6 +2155,15 @@ pub const Q6_K = struct {
         };
     }
 
+    /// Scales 0-7 (half h = 0) and 8-15 (h = 1), each in both 128-bit lanes: the
+    /// tables `pairBroadcastMask`'s vpshufb picks a part's two scales from.
+    inline fn halvesBroadcast(sc16: I16x16) [2]I16x16 {
+        return .{
+            @shuffle(i16, sc16, undefined, [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7 }),
+            @shuffle(i16, sc16, undefined, [16]i32{ 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15 }),
+        };
+    }
+
     /// vpshufb control: i16 lane `s` of a 128-bit lane into the whole low lane, `s + 1`
     /// into the whole high lane.
     fn pairBroadcastMask(comptime s: usize) U8x32 {
@@ -2192,10 +2197,7 @@ pub const Q6_K = struct {
                 const b = &w_rows[r][j];
                 const sc8: @Vector(16, i8) = b.scales;
                 const sc16: I16x16 = sc8;
-                const sc_bcast = [2]I16x16{
-                    @shuffle(i16, sc16, undefined, [16]i32{ 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7 }),
-                    @shuffle(i16, sc16, undefined, [16]i32{ 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15 }),
-                };
+                const sc_bcast = halvesBroadcast(sc16);
                 var acc: [T]I32x8 = @splat(@splat(0));
                 inline for (0..2) |h| {
                     const u = parts(b, h);
