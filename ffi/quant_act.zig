@@ -7,7 +7,8 @@
 //!
 //! A third format, Q8_0S, is Q8_0 plus the block's integer Σq: the interleaved Q4_0
 //! matrices (repack.zig) subtract 8·Σq per block for every 16 rows, and reading it
-//! beats summing 32 bytes again per row group.
+//! beats summing 32 bytes again per row group. A fourth, Q8_1F32, is Q8_1 laid out
+//! for the AVX2 Q4_1 tile (f32 scales after the quants).
 const std = @import("std");
 
 /// Elements per activation block (both formats).
@@ -90,6 +91,30 @@ pub const Q8_1 = Q8("q8_1", .d_sum, 36);
 /// Q8_0, so a dot product over it has Q8_0's bits.
 pub const Q8_0S = Q8("q8_0s", .sum, 36);
 
+/// Q8_1 as the AVX2 Q4_1 tile reads it (`q4_1_tile_avx2.zig`; not a ggml format, 64
+/// bytes): Q8_1's quants first (32-byte aligned in the cache-line-aligned scratch, so a
+/// `vpmaddubsw` reads them from memory without crossing a line), then Q8_1's f16 d and s
+/// as the f32 values they stand for, which the tile broadcasts from memory (a load port)
+/// rather than converting per block. A dot product over it has Q8_1's bits.
+pub const Q8_1F32 = struct {
+    pub const name = "q8_1f32";
+    pub const block_elems: usize = qk;
+    pub const Block = extern struct { qs: [qk]i8, d: f32, s: f32, pad: [24]u8 };
+    comptime {
+        std.debug.assert(@sizeOf(Block) == 64 and @offsetOf(Block, "d") == 32 and @offsetOf(Block, "s") == 36);
+    }
+
+    /// Quantizes one f32 row (len % 32 == 0) as `Q8_1.quantizeRow`, with d and s widened.
+    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
+        std.debug.assert(x.len == y.len * qk);
+        for (y, 0..) |*block, b| {
+            const r = quantizeBlockX86(x[b * qk ..][0..qk], &block.qs);
+            block.d = @as(f16, @floatCast(r.d));
+            block.s = @as(f16, @floatCast(r.d * @as(f32, @floatFromInt(r.sum))));
+        }
+    }
+};
+
 // ---------------------------------------------------------------------------
 // Tests
 
@@ -133,6 +158,11 @@ test "Q8_0/Q8_1 activations round halves to even with id = 127/amax, like llama.
     try testing.expectEqualSlices(i8, &b0[0].qs, &b2[0].qs);
     try testing.expectEqual(b0[0].d, b2[0].d);
     try testing.expectEqual(sum, b2[0].sum);
+    var b3: [1]Q8_1F32.Block = undefined;
+    Q8_1F32.quantizeRow(&x, &b3);
+    try testing.expectEqualSlices(i8, &b0[0].qs, &b3[0].qs);
+    try testing.expectEqual(@as(f32, b1[0].d), b3[0].d);
+    try testing.expectEqual(@as(f32, b1[0].s), b3[0].s);
 }
 
 test "vector activation quantizer equals the scalar one on random rows; zeros and NaN/inf are defined" {

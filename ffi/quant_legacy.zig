@@ -24,6 +24,7 @@ const builtin = @import("builtin");
 const simd = @import("simd.zig");
 const act = @import("quant_act.zig");
 const q4_1_tile = @import("quant_q4_1_tile.zig");
+const q4_1_tile_avx2 = @import("q4_1_tile_avx2.zig");
 /// The 16-row transpose helpers of Q4_K's wide tile, shared by Q4_0's.
 const wide = @import("quant_k.zig");
 
@@ -135,6 +136,9 @@ fn Legacy(comptime kind: Kind) type {
         }
         /// ggml's vec_dot_type of this type.
         pub const Act = if (has_min) act.Q8_1 else act.Q8_0;
+        /// The activations of `vecDotWideRepacked`'s interleaved layout: Q4_1's AVX2 tile
+        /// reads `Q8_1F32` (Q8_1's quants and scales, laid out for it); else `Act`.
+        pub const WideAct = if (has_groups8) act.Q8_1F32 else Act;
 
         const has_min = kind == .q4_1 or kind == .q5_1;
         const has_qh = kind == .q5_0 or kind == .q5_1;
@@ -728,12 +732,7 @@ fn Legacy(comptime kind: Kind) type {
         } else if (has_wide8) extern struct {
             d: [8]f16,
             qs: [4][8]u32,
-        } else if (has_groups) q4_1_tile.Group else if (has_groups8) extern struct {
-            d: [8]f16,
-            m: [8]f16,
-            /// Row r's 16 quant bytes, as in its block.
-            qs: [8][16]u8,
-        } else void;
+        } else if (has_groups) q4_1_tile.Group else if (has_groups8) q4_1_tile_avx2.Group else void;
         comptime {
             if (wide_rows > 0) std.debug.assert(@sizeOf(WideGroup) == wide_rows * @sizeOf(Block));
         }
@@ -741,15 +740,7 @@ fn Legacy(comptime kind: Kind) type {
         /// Writes block b of rows `w_rows` as one `WideGroup` (the load-time repack).
         pub fn wideGroupOf(w_rows: [wide_rows][]align(1) const Block, b: usize) WideGroup {
             if (comptime has_groups) return q4_1_tile.groupOf(Block, w_rows, b);
-            if (comptime has_groups8) {
-                var out: WideGroup = undefined;
-                inline for (0..8) |r| {
-                    out.d[r] = w_rows[r][b].d;
-                    out.m[r] = w_rows[r][b].m;
-                    out.qs[r] = w_rows[r][b].qs;
-                }
-                return out;
-            }
+            if (comptime has_groups8) return q4_1_tile_avx2.groupOf(Block, w_rows, b);
             const g, const dv = if (comptime has_wide8) wide8Block(w_rows, b) else wideBlockQ4_0(w_rows, b);
             var out: WideGroup = .{ .d = dv, .qs = undefined };
             inline for (0..4) |k| out.qs[k] = g[k];
@@ -882,74 +873,69 @@ fn Legacy(comptime kind: Kind) type {
             return out;
         }
 
-        /// Q4_1 on AVX2: 8 rows (a slice of `WideGroup`s) × T tokens in `vecDot`'s order
-        /// (ggml_vec_dot_q4_1_q8_1's AVX2 branch), element [t][r] bit-identical to
-        /// `vecDot(row r, a_rows[t])`: per block one fma of the 8 exact lanes by dw·da
-        /// into the row's 8-lane accumulator, the min terms m·s (exact products) added per
-        /// block, then ggml's `hsum_float_8` plus the min sum. Rows × tokens ≤ 8
-        /// accumulators at a time (16 ymm registers): 8 rows at 1 token, 4 at 2, 2 at 3-4.
+        /// Q4_1 on AVX2: 8 rows (a slice of `WideGroup`s, q4_1_tile_avx2.zig's `Group`) ×
+        /// T tokens (`WideAct` activations) in `vecDot`'s order (ggml_vec_dot_q4_1_q8_1's
+        /// AVX2 branch), element [t][r] bit-identical to `vecDot(row r, a_rows[t])`. Per
+        /// chunk of blocks, the products dw·da and the min terms m·s first (exact
+        /// products; the min terms added block by block, 8 rows per vector op, as ggml's
+        /// `summs += m*s`), then the assembly tile carries each (row, token)'s 8-lane
+        /// accumulator over the chunk, rows × tokens ≤ 8 at a time (8 rows at 1 token, 4
+        /// at 2, 2 at 3-4); then ggml's `hsum_float_8` plus the min sum.
         fn q4_1Wide8(comptime T: usize, w: []align(1) const WideGroup, a_rows: anytype) [T][8]f32 {
-            if (T > 4) {
+            const avx2 = q4_1_tile_avx2;
+            if (T > avx2.max_tokens) {
                 var out: [T][8]f32 = undefined;
-                out[0..4].* = q4_1Wide8(4, w, a_rows[0..4].*);
-                out[4..].* = q4_1Wide8(T - 4, w, a_rows[4..].*);
+                out[0..avx2.max_tokens].* = q4_1Wide8(avx2.max_tokens, w, a_rows[0..avx2.max_tokens].*);
+                out[avx2.max_tokens..].* = q4_1Wide8(T - avx2.max_tokens, w, a_rows[avx2.max_tokens..].*);
                 return out;
             }
-            const rows_per_pass = switch (T) {
-                1 => 8,
-                2 => 4,
-                else => 2,
-            };
-            var out: [T][8]f32 = undefined;
-            inline for (0..8 / rows_per_pass) |pass| {
-                const part = q4_1Wide8Rows(T, rows_per_pass, pass * rows_per_pass, w, a_rows);
-                inline for (0..T) |t| out[t][pass * rows_per_pass ..][0..rows_per_pass].* = part[t];
-            }
-            return out;
-        }
-
-        /// Rows r0..r0+RS of the 8 (see `q4_1Wide8`).
-        fn q4_1Wide8Rows(comptime T: usize, comptime RS: usize, comptime r0: usize, w: []align(1) const WideGroup, a_rows: anytype) [T][RS]f32 {
-            const U32x8 = @Vector(8, u32);
             const n = a_rows[0].len;
-            const base = wide.wideOperands(WideGroup, 8, w, a_rows);
-            var acc: [RS][T]F32x8 = @splat(@splat(@splat(0)));
-            // Lane r: row r's Σ m·s (all 8 rows; one vector op per token and block).
+            std.debug.assert(n >= 1 and w.len == n);
+            inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+            const pairs_per_pass = switch (T) {
+                1 => 4,
+                2 => 2,
+                else => 1,
+            };
+            const passes = 4 / pairs_per_pass;
+            var products: [avx2.chunk_blocks][T][8]f32 align(32) = undefined;
+            var acc: [passes][2 * avx2.max_tokens][8]f32 align(32) = @splat(@splat(@splat(0)));
             var summs: [T]F32x8 = @splat(@splat(0));
-            // A row's 16 bytes in both halves: low nibbles (elements 0..15) in the low
-            // half, high nibbles (16..31) in the high one, as ggml's bytes_from_nibbles_32.
-            const shifts: U32x8 = .{ 0, 0, 0, 0, 4, 4, 4, 4 };
-            const low4: U32x8 = @splat(0x0F0F0F0F);
-            const ones: @Vector(16, i16) = @splat(1);
-            for (0..n) |b| {
-                if (T == 1) simd.prefetchSpanAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
-                const g = &w[b];
-                const dw: F32x8 = @as(@Vector(8, f16), g.d);
-                const mw: F32x8 = @as(@Vector(8, f16), g.m);
-                var u: [RS]@Vector(32, u8) = undefined;
-                inline for (0..RS) |i| {
-                    const q: @Vector(4, u32) = @as(*align(1) const [4]u32, @ptrCast(&g.qs[r0 + i])).*;
-                    u[i] = @bitCast((std.simd.join(q, q) >> shifts) & low4);
-                }
-                inline for (0..T) |t| {
-                    const ab = &a_rows[t][b];
-                    const av: @Vector(32, i8) = ab.qs;
-                    const sc = dw * @as(F32x8, @splat(@as(f32, ab.d)));
-                    summs[t] = mw * @as(F32x8, @splat(@as(f32, ab.s))) + summs[t];
-                    inline for (0..RS) |i| {
-                        const lanes = asm ("vpmaddwd %[ones], %[p], %[out]"
-                            : [out] "=x" (-> @Vector(8, i32)),
-                            : [p] "x" (maddubs(u[i], av)),
-                              [ones] "x" (ones),
-                        );
-                        const d = @shuffle(f32, sc, undefined, @as(@Vector(8, i32), @splat(r0 + i)));
-                        acc[i][t] = @mulAdd(F32x8, d, @floatFromInt(lanes), acc[i][t]);
+            // A GEMV streams the group's rows front to back: fetch ahead as
+            // `simd.prefetchSpanAhead` does.
+            const prefetch = T == 1 and simd.prefetchSpans();
+            const ahead_bytes = @max(simd.gemv_prefetch_ahead_bytes, n * @sizeOf(WideGroup));
+            var b0: usize = 0;
+            while (b0 < n) : (b0 += avx2.chunk_blocks) {
+                const count = @min(avx2.chunk_blocks, n - b0);
+                var a_chunk: [T][]align(1) const WideAct.Block = undefined;
+                inline for (0..T) |t| a_chunk[t] = a_rows[t][b0..][0..count];
+                avx2.fillProducts(T, w[b0..][0..count], a_chunk, &products, &summs);
+                inline for (0..passes) |pass| {
+                    var args: avx2.Args = .{
+                        .w = w[b0..].ptr,
+                        .x = undefined,
+                        .block_count = count,
+                        .prefetch_bytes = ahead_bytes,
+                        .products = @ptrCast(&products),
+                        .acc = &acc[pass],
+                    };
+                    inline for (0..avx2.max_tokens) |t| args.x[t] = @ptrCast(a_chunk[@min(t, T - 1)].ptr);
+                    if (prefetch) {
+                        avx2.run(pass * pairs_per_pass, pairs_per_pass, T, true, &args);
+                    } else {
+                        avx2.run(pass * pairs_per_pass, pairs_per_pass, T, false, &args);
                     }
                 }
             }
-            var out: [T][RS]f32 = undefined;
-            inline for (0..T) |t| {
-                inline for (0..RS) |i| out[t][i] = simd.hsum(8, f32, acc[i][t]) + summs[t][r0 + i];
+            var out: [T][8]f32 = undefined;
+            inline for (0..passes) |pass| {
+                inline for (0..T) |t| {
+                    inline for (0..2 * pairs_per_pass) |i| {
+                        const r = 2 * pairs_per_pass * pass + i;
+                        out[t][r] = simd.hsum(8, f32, @as(F32x8, acc[pass][t * 2 * pairs_per_pass + i])) + summs[t][r];
+                    }
+                }
             }
             return out;
         }
@@ -1391,6 +1377,40 @@ test "vecDot equals vecDotRef within rounding on random rows of awkward lengths;
                 const got = T.vecDotTilePath(path, 2, 3, rows[1..3].*, acts);
                 for (0..3) |t| for (0..2) |r| try testing.expectEqual(T.vecDot(rows[1 + r], acts[t]), got[t][r]);
             }
+        }
+    }
+}
+
+test "Q4_1's interleaved kernel: rows longer than a chunk of the AVX2 tile, 1-9 tokens, equal vecDot bit for bit" {
+    if (Q4_1.wide_rows == 0) return error.SkipZigTest; // no interleaved Q4_1 on this target
+    const W = Q4_1.wide_rows;
+    // 300 blocks: more than one `q4_1_tile_avx2.chunk_blocks` run, with a short last one.
+    const nb = 300;
+    var prng = std.Random.DefaultPrng.init(31);
+    const rnd = prng.random();
+    const w = try testing.allocator.alloc(Q4_1.Block, W * nb);
+    defer testing.allocator.free(w);
+    randomBlocks(Q4_1, rnd, w);
+    var rows: [W][]align(1) const Q4_1.Block = undefined;
+    for (0..W) |r| rows[r] = w[r * nb ..][0..nb];
+    const groups = try testing.allocator.alloc(Q4_1.WideGroup, nb);
+    defer testing.allocator.free(groups);
+    for (groups, 0..) |*g, b| g.* = Q4_1.wideGroupOf(rows, b);
+    var x: [nb * qk]f32 = undefined;
+    var a: [9][nb]Q4_1.Act.Block = undefined;
+    var a_wide: [9][nb]Q4_1.WideAct.Block = undefined;
+    for (0..9) |t| {
+        for (&x) |*v| v.* = (rnd.float(f32) * 2 - 1) * @as(f32, @floatFromInt(t + 1));
+        Q4_1.Act.quantizeRow(&x, &a[t]);
+        Q4_1.WideAct.quantizeRow(&x, &a_wide[t]);
+    }
+    inline for (.{ 1, 2, 3, 4, 5, 8, 9 }) |T| {
+        if (T > 8 and Q4_1.WideAct == Q4_1.Act) continue; // the VNNI tile takes up to 8
+        var a_rows: [T][]align(1) const Q4_1.WideAct.Block = undefined;
+        for (0..T) |t| a_rows[t] = &a_wide[t];
+        const got = Q4_1.vecDotWideRepacked(T, false, @as([]align(1) const Q4_1.WideGroup, groups), a_rows);
+        for (0..T) |t| {
+            for (0..W) |r| try testing.expectEqual(Q4_1.vecDot(rows[r], &a[t]), got[t][r]);
         }
     }
 }

@@ -5,7 +5,7 @@
 //! block (Q4_0, IQ4_NL, Q4_K, on AVX-512 VNNI); on AVX2, Q4_0's and Q4_K's groups are
 //! 8 rows (their 256-bit kernels). Q4_1's groups are 4 rows on AVX-512 VNNI, the layout
 //! of its VNNI tile (`quant_q4_1_tile.Group`), and 8 rows on AVX2 (scales, mins, then
-//! each row's quant bytes). On AVX2 without AVX-512, F32, F16 and BF16 matrices take a
+//! each row pair's codes in one vector: `q4_1_tile_avx2.Group`). On AVX2 without AVX-512, F32, F16 and BF16 matrices take a
 //! layout too (`FloatGrouped`: 4-row groups of 8-column chunks, the float tile's shape),
 //! whose rows can still be looked up. Where Q6_K's kernel is the AVX2 one, Q6_K blocks
 //! are recoded one by one (`Q6_Kp`: the 6-bit levels in byte planes, rows unchanged),
@@ -81,9 +81,10 @@ pub const IQ4_NLx16 = Interleaved(legacy.IQ4_NL, act.Q8_0S);
 /// Q4_K interleaved (likewise: 16-row groups on AVX-512 VNNI, 8-row ones on AVX2); its
 /// activations are Q4_K's own Q8_K.
 pub const Q4_KxN = Interleaved(kquant.Q4_K, kquant.Q8_K);
-/// Q4_1 in 4-row groups on AVX-512 VNNI (where its 4-row tile runs), 8-row ones on AVX2;
-/// llama.cpp keeps Q4_1 as it is, and so do the sums: `vecDot`'s order.
-pub const Q4_1xN = Interleaved(legacy.Q4_1, act.Q8_1);
+/// Q4_1 in 4-row groups on AVX-512 VNNI (where its 4-row tile runs), 8-row ones on AVX2
+/// (whose assembly tile reads `act.Q8_1F32`, Q8_1's values laid out for it); llama.cpp
+/// keeps Q4_1 as it is, and so do the sums: `vecDot`'s order.
+pub const Q4_1xN = Interleaved(legacy.Q4_1, legacy.Q4_1.WideAct);
 
 /// Q6_K with each block's levels recoded in byte planes (`kquant.Q6_K.Planes`), where
 /// the Q6_K kernel is the AVX2 one: the GEMV puts 128 levels together in 11 vector
