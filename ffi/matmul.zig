@@ -15,7 +15,7 @@
 //! generic `@Vector` widening multiply otherwise. All produce the same exact lanes.
 //! Every Q8_0 output is ggml's vec_dot_q8_0_q8_0 order (an 8-lane accumulator, one FMA
 //! per block, then hsum_float_8); four tiles compute it: `tileQ8Cells` for prompts
-//! (two outputs per 512-bit vector), `tileQ8Avx2` for prompts of 5+ tokens on AVX2
+//! (two outputs per 512-bit vector), `tileQ8Avx2` for 2+ tokens on AVX2
 //! without AVX-512 (assembly, `q8_0_tile_avx2.zig`), `tileQ8Gemv` for one token (one
 //! block per 256-bit vector), and `tileQ8` (block pairs) for the remaining rows of a
 //! prompt and as the tests' reference beside the scalar `referenceQ8_0`.
@@ -646,12 +646,14 @@ fn tokenTiles(comptime tile: anytype, comptime A: usize, comptime TT: usize, job
     }
 }
 
-/// The AVX2 prompt tile in assembly (`q8_0_tile_avx2.zig`): R rows × T tokens, the
-/// accumulators summed here as `tileQ8` sums them.
+/// The AVX2 tile in assembly (`q8_0_tile_avx2.zig`): R rows × T tokens, the
+/// accumulators summed here as `tileQ8` sums them. A decode batch (2-4 tokens in all)
+/// prefetches the rows ahead, as `tileQ8Cells` does.
 inline fn tileQ8Avx2(comptime R: usize, comptime T: usize, job: *const Q8Job, r0: usize, t0: usize) void {
     const nb = job.blocks_per_row;
     const row_bytes = nb * @sizeOf(BlockQ8_0);
     const act = job.act;
+    const ahead_rows = 2 * @max(1, prefetch_distance_bytes / (2 * row_bytes));
     var products: [q8_0_tile_avx2.max_rows][8]f32 align(32) = undefined;
     var acc: [q8_0_tile_avx2.max_rows * q8_0_tile_avx2.max_tokens][8]f32 align(32) = undefined;
     const args: q8_0_tile_avx2.Args = .{
@@ -664,8 +666,13 @@ inline fn tileQ8Avx2(comptime R: usize, comptime T: usize, job: *const Q8Job, r0
         .block_count = nb,
         .products = &products,
         .acc = &acc,
+        .prefetch_bytes = ahead_rows * row_bytes,
     };
-    q8_0_tile_avx2.run(R, T, 32, &args);
+    if (job.tokens <= cell_prefetch_max_tokens) {
+        q8_0_tile_avx2.run(R, T, 32, true, &args);
+    } else {
+        q8_0_tile_avx2.run(R, T, 32, false, &args);
+    }
     inline for (0..R) |r| {
         inline for (0..T) |t| job.out[(t0 + t) * job.rows + r0 + r] = simd.hsum(8, f32, @as(F32x8, acc[t * R + r]));
     }
@@ -683,15 +690,17 @@ const PromptTiles = enum {
     plain,
     /// `tileQ8Cells`.
     cells,
-    /// `tileQ8Avx2` above `cell_prefetch_max_tokens` tokens, `tileQ8Cells` up to it
-    /// (a decode batch waits on the weight stream; the cells prefetch it).
+    /// `tileQ8Avx2`, prefetching the rows up to `cell_prefetch_max_tokens` tokens (a
+    /// decode batch waits on the weight stream).
     avx2,
 };
 
 /// AVX2 without AVX-512 (16 ymm registers): the assembly tile. On the AVX2 Zen 3 host
 /// (smollm-135m / 1B Q8_0 shapes, 64 tokens, 1 thread, medians of 3 alternating
 /// runs) 1.2-1.25× the cell tile: 2048 × 2048 68.5 against 54.5 GOP/s, 576 × 576 62.4
-/// against 53.4.
+/// against 53.4. For a 2-4 sequence decode step too, prefetching: SmolLM2's 49152 ×
+/// 576 LM head at 1 thread, 3 alternating rounds, 4 tokens 3.5-4.1 ms against 5.2-6.4
+/// with the cell tile, 3 tokens 3.2-3.8 against 4.0-5.1 (2 tokens alike).
 const prompt_tiles: PromptTiles = if (simd.has_avx2 and !simd.has_avx512vnni) .avx2 else .cells;
 
 fn matmulQ8Range(job: *const Q8Job, row_begin: usize, row_end: usize) void {
@@ -702,7 +711,7 @@ fn matmulQ8Range(job: *const Q8Job, row_begin: usize, row_end: usize) void {
 /// the GEMV tile, except with `.plain`: tileQ8 for every token count.
 fn matmulQ8RangeTiles(comptime tiles: PromptTiles, comptime P: usize, comptime TT: usize, job: *const Q8Job, row_begin: usize, row_end: usize) void {
     var r = row_begin;
-    if (tiles == .avx2 and job.tokens > cell_prefetch_max_tokens) {
+    if (tiles == .avx2 and job.tokens >= 2) {
         while (r + 2 <= row_end) : (r += 2) avx2Rows(2, job, r);
         while (r < row_end) : (r += 1) avx2Rows(1, job, r);
         return;
@@ -745,9 +754,10 @@ fn quantizeRange(job: *const QuantizeJob, token_begin: usize, token_end: usize) 
             job.act.neg_corr[t * padded * 8 ..][0 .. padded * 8],
             job.act.scales[t * padded ..][0..padded],
         );
-        // Only the AVX2 assembly tile reads the block-major copy (prompts of 5+ tokens).
+        // Only the AVX2 assembly tile reads the block-major copy (2+ tokens; the
+        // tests run it wherever AVX2 exists).
         if (comptime simd.has_avx2) {
-            if (job.tokens > cell_prefetch_max_tokens) {
+            if (job.tokens >= 2) {
                 for (0..padded) |b| job.act.scales_by_block[b * job.tokens + t] = job.act.scales[t * padded + b];
             }
         }

@@ -356,10 +356,11 @@ fn expandedRange(comptime E: type, job: *const Job(E), row_begin: usize, row_end
                     .block_count = nb,
                     .products = &products,
                     .acc = &acc,
+                    .prefetch_bytes = 0,
                 };
                 switch (n) {
                     inline 1...tile.max_tokens => |T| {
-                        if (pair) tile.run(2, T, 34, &args) else tile.run(1, T, 34, &args);
+                        if (pair) tile.run(2, T, 34, false, &args) else tile.run(1, T, 34, false, &args);
                         const R: usize = if (pair) 2 else 1;
                         inline for (0..T) |j| {
                             // `hsum_float_8`, as every Q8_0 and legacy dot sums its lanes.

@@ -1,5 +1,6 @@
-//! The Q8_0 prompt tile for AVX2 without AVX-512 (16 ymm registers), in assembly:
-//! R weight rows × T tokens (R ≤ 2, T ≤ 4), every block of the rows in one loop.
+//! The Q8_0 tile of 2+ tokens for AVX2 without AVX-512 (16 ymm registers), in
+//! assembly: R weight rows × T tokens (R ≤ 2, T ≤ 4), every block of the rows in one
+//! loop; for a decode batch (2-4 tokens) it prefetches the rows ahead.
 //!
 //! Arithmetic: per output, llama.cpp's x86 `ggml_vec_dot_q8_0_q8_0` (and tinyBLAS_Q0_AVX):
 //! an 8-lane f32 accumulator takes, block by block in order, acc = fma(dw·dx, lanes, acc)
@@ -31,7 +32,7 @@
 //! 16 gives R ≤ 2 with T ≤ 4. General registers: r8 the rows' current block, rcx the
 //! row stride, r9 token t0's current x block, rdx / rsi the token stride and 3×, r10
 //! the block-major scales at (block, t0), rdi their block stride, r11 blocks left, rax
-//! the caller's buffers.
+//! the caller's buffers, r12 / r13 the prefetch distance from row 0 / row 1.
 
 const std = @import("std");
 
@@ -58,6 +59,9 @@ pub const Args = extern struct {
     products: *align(32) [max_rows][8]f32,
     /// Out: the accumulator of (row r, token t) at acc[t·R + r].
     acc: *align(32) [max_rows * max_tokens][8]f32,
+    /// How far ahead of each row's current block the prefetching variant fetches, in
+    /// bytes (a decode batch of 2-4 tokens waits on the weight stream without it).
+    prefetch_bytes: usize,
 };
 
 comptime {
@@ -66,7 +70,7 @@ comptime {
     std.debug.assert(@offsetOf(Args, "x_qs") == 16 and @offsetOf(Args, "x_stride_bytes") == 24);
     std.debug.assert(@offsetOf(Args, "x_scales") == 32 and @offsetOf(Args, "scale_stride_bytes") == 40);
     std.debug.assert(@offsetOf(Args, "block_count") == 48 and @offsetOf(Args, "products") == 56);
-    std.debug.assert(@offsetOf(Args, "acc") == 64);
+    std.debug.assert(@offsetOf(Args, "acc") == 64 and @offsetOf(Args, "prefetch_bytes") == 72);
 }
 
 fn ymm(comptime n: usize) []const u8 {
@@ -107,8 +111,9 @@ fn tokenAt(comptime t: usize) []const u8 {
 
 /// The tile's assembly (AT&T syntax). `x_block_bytes`: the step from one block's
 /// activation quants to the next (32: `matmul.zig`'s 32-byte aligned quants; 34:
-/// ggml's `block_q8_0`, read unaligned).
-fn source(comptime R: usize, comptime T: usize, comptime x_block_bytes: usize) []const u8 {
+/// ggml's `block_q8_0`, read unaligned). `prefetch`: fetch each row's line
+/// `prefetch_bytes` ahead of its block, every block.
+fn source(comptime R: usize, comptime T: usize, comptime x_block_bytes: usize, comptime prefetch: bool) []const u8 {
     @setEvalBranchQuota(1_000_000);
     comptime {
         std.debug.assert(1 <= R and R <= max_rows and 1 <= T and T <= max_tokens);
@@ -133,10 +138,16 @@ fn source(comptime R: usize, comptime T: usize, comptime x_block_bytes: usize) [
             \\mov 40(%[args]), %%rdi
             \\mov 48(%[args]), %%r11
             \\mov 56(%[args]), %%rax
+            \\mov 72(%[args]), %%r12
+            \\lea (%%r12,%%rcx,1), %%r13
             \\
         ;
         for (0..R * T) |k| s = s ++ ins("vxorps", .{ ymm(acc0 + k), ymm(acc0 + k), ymm(acc0 + k) });
         s = s ++ "1:\n";
+        if (prefetch) {
+            s = s ++ ins("prefetcht1", .{"(%%r8,%%r12,1)"});
+            if (R == 2) s = s ++ ins("prefetcht1", .{"(%%r8,%%r13,1)"});
+        }
         // products[r][0..8] = dw_r · dx of tokens t0..t0+7 at this block.
         for (0..R) |r| {
             s = s ++ ins("vpbroadcastw", .{ rowAt(r, 0), xmm(product) }) ++
@@ -177,11 +188,12 @@ fn source(comptime R: usize, comptime T: usize, comptime x_block_bytes: usize) [
 
 /// Runs the R × T tile over all `args.block_count` blocks (≥ 1) and stores its
 /// accumulators to `args.acc`; the activation quants of consecutive blocks are
-/// `x_block_bytes` apart (32, aligned, or 34: `block_q8_0`s from their `qs`).
-pub inline fn run(comptime R: usize, comptime T: usize, comptime x_block_bytes: usize, args: *const Args) void {
+/// `x_block_bytes` apart (32, aligned, or 34: `block_q8_0`s from their `qs`); with
+/// `prefetch`, each row's bytes `args.prefetch_bytes` ahead are fetched into L2.
+pub inline fn run(comptime R: usize, comptime T: usize, comptime x_block_bytes: usize, comptime prefetch: bool, args: *const Args) void {
     comptime std.debug.assert(x_block_bytes == 32 or x_block_bytes == 34);
     std.debug.assert(args.block_count >= 1);
-    asm volatile (source(R, T, x_block_bytes)
+    asm volatile (source(R, T, x_block_bytes, prefetch)
         :
         : [args] "r" (args),
         : .{
@@ -196,6 +208,8 @@ pub inline fn run(comptime R: usize, comptime T: usize, comptime x_block_bytes: 
           .r9 = true,
           .r10 = true,
           .r11 = true,
+          .r12 = true,
+          .r13 = true,
           .ymm0 = true,
           .ymm1 = true,
           .ymm2 = true,
