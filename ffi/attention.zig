@@ -271,13 +271,29 @@ fn Accumulator(comptime mode: Mode) type {
 
         /// Adds `count` virtual keys from index p0 (a multiple of 64) with probabilities `p`
         /// (masked ones add exact zeros: skipped).
+        /// The keys go by runs of consecutive ring rows (the masked lead skipped, the ring
+        /// wrapping at most once), each walked by pointer: `Layout.rowOf` per key, with
+        /// its branches, cost more than the key's multiply-add. Same keys, same order.
         inline fn add(self: *@This(), comptime T: type, p: [*]const f32, v_base: [*]const T, kv_dim: usize, layout: *const Layout, p0: usize, count: usize, width: usize) void {
-            for (0..count) |i| {
-                const row = layout.rowOf(p0 + i) orelse continue;
-                const v = v_base + row * kv_dim;
-                const vv: V16 = if (width == lanes) simd.loadAsF32(T, lanes, v) else partial(T, v, width);
-                const r = (p0 + i) % rows;
-                self.acc[r] = @mulAdd(V16, vv, @as(V16, @splat(p[i])), self.acc[r]);
+            var i: usize = if (layout.lead > p0) @min(count, layout.lead - p0) else 0;
+            while (i < count) {
+                const row = layout.rowOf(p0 + i).?;
+                const run = @min(count - i, layout.rows - row);
+                var v = v_base + row * kv_dim;
+                if (width == lanes) {
+                    for (i..i + run) |k| {
+                        const r = (p0 + k) % rows;
+                        self.acc[r] = @mulAdd(V16, simd.loadAsF32(T, lanes, v), @as(V16, @splat(p[k])), self.acc[r]);
+                        v += kv_dim;
+                    }
+                } else {
+                    for (i..i + run) |k| {
+                        const r = (p0 + k) % rows;
+                        self.acc[r] = @mulAdd(V16, partial(T, v, width), @as(V16, @splat(p[k])), self.acc[r]);
+                        v += kv_dim;
+                    }
+                }
+                i += run;
             }
         }
 
