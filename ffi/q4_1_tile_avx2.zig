@@ -31,6 +31,9 @@
 //! activation blocks, r10 the prefetch distance, r11 blocks left, rax the current
 //! block's products, rdi the accumulators.
 const std = @import("std");
+const asm_avx2 = @import("asm_avx2.zig");
+const ymm = asm_avx2.ymm;
+const ins = asm_avx2.ins;
 
 /// Rows of a group: the layout's and the GEMV's.
 pub const group_rows = 8;
@@ -101,18 +104,6 @@ pub fn fillProducts(comptime T: usize, w: []align(1) const Group, a_rows: anytyp
             sums[t] = @mulAdd(F32x8, mw, @splat(a_rows[t][b].s), sums[t]);
         }
     }
-}
-
-fn ymm(comptime n: usize) []const u8 {
-    return std.fmt.comptimePrint("%%ymm{d}", .{n});
-}
-
-/// One instruction line: the mnemonic and its operands (AT&T order: sources, then the
-/// destination).
-fn ins(comptime mnemonic: []const u8, comptime operands: anytype) []const u8 {
-    var line: []const u8 = mnemonic;
-    for (operands, 0..) |operand, i| line = line ++ (if (i == 0) " " else ", ") ++ operand;
-    return line ++ "\n";
 }
 
 /// Token t's activation pointer register.
@@ -200,35 +191,7 @@ pub inline fn run(comptime p0: usize, comptime R: usize, comptime T: usize, comp
     asm volatile (source(p0, R, T, prefetch)
         :
         : [args] "r" (args),
-        : .{
-          .memory = true,
-          .cc = true,
-          .rax = true,
-          .rcx = true,
-          .rdx = true,
-          .rsi = true,
-          .rdi = true,
-          .r8 = true,
-          .r9 = true,
-          .r10 = true,
-          .r11 = true,
-          .ymm0 = true,
-          .ymm1 = true,
-          .ymm2 = true,
-          .ymm3 = true,
-          .ymm4 = true,
-          .ymm5 = true,
-          .ymm6 = true,
-          .ymm7 = true,
-          .ymm8 = true,
-          .ymm9 = true,
-          .ymm10 = true,
-          .ymm11 = true,
-          .ymm12 = true,
-          .ymm13 = true,
-          .ymm14 = true,
-          .ymm15 = true,
-        });
+        : asm_avx2.clobbers);
 }
 
 /// Block b of 8 Q4_1 rows as a `Group` (the load-time repack); `Block` is ggml's

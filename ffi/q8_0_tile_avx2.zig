@@ -35,6 +35,10 @@
 //! the caller's buffers, r12 / r13 the prefetch distance from row 0 / row 1.
 
 const std = @import("std");
+const asm_avx2 = @import("asm_avx2.zig");
+const ymm = asm_avx2.ymm;
+const xmm = asm_avx2.xmm;
+const ins = asm_avx2.ins;
 
 /// Largest tile: 2R + 4 + R·T ymm registers of 16.
 pub const max_rows = 2;
@@ -71,22 +75,6 @@ comptime {
     std.debug.assert(@offsetOf(Args, "x_scales") == 32 and @offsetOf(Args, "scale_stride_bytes") == 40);
     std.debug.assert(@offsetOf(Args, "block_count") == 48 and @offsetOf(Args, "products") == 56);
     std.debug.assert(@offsetOf(Args, "acc") == 64 and @offsetOf(Args, "prefetch_bytes") == 72);
-}
-
-fn ymm(comptime n: usize) []const u8 {
-    return std.fmt.comptimePrint("%%ymm{d}", .{n});
-}
-
-fn xmm(comptime n: usize) []const u8 {
-    return std.fmt.comptimePrint("%%xmm{d}", .{n});
-}
-
-/// One instruction line: the mnemonic and its operands (AT&T order: sources, then the
-/// destination).
-fn ins(comptime mnemonic: []const u8, comptime operands: anytype) []const u8 {
-    var line: []const u8 = mnemonic;
-    for (operands, 0..) |operand, i| line = line ++ (if (i == 0) " " else ", ") ++ operand;
-    return line ++ "\n";
 }
 
 /// Byte `offset` of row r's current block.
@@ -196,35 +184,5 @@ pub inline fn run(comptime R: usize, comptime T: usize, comptime x_block_bytes: 
     asm volatile (source(R, T, x_block_bytes, prefetch)
         :
         : [args] "r" (args),
-        : .{
-          .memory = true,
-          .cc = true,
-          .rax = true,
-          .rcx = true,
-          .rdx = true,
-          .rsi = true,
-          .rdi = true,
-          .r8 = true,
-          .r9 = true,
-          .r10 = true,
-          .r11 = true,
-          .r12 = true,
-          .r13 = true,
-          .ymm0 = true,
-          .ymm1 = true,
-          .ymm2 = true,
-          .ymm3 = true,
-          .ymm4 = true,
-          .ymm5 = true,
-          .ymm6 = true,
-          .ymm7 = true,
-          .ymm8 = true,
-          .ymm9 = true,
-          .ymm10 = true,
-          .ymm11 = true,
-          .ymm12 = true,
-          .ymm13 = true,
-          .ymm14 = true,
-          .ymm15 = true,
-        });
+        : asm_avx2.clobbers);
 }

@@ -2175,6 +2175,25 @@ pub const Q6_K = struct {
         return m;
     }
 
+    /// Block `b` (a `Block` or `Planes`) against block j of each of the T activation
+    /// rows, in 256-bit registers: per token the 8 exact i32 lanes Σ scale·level·a
+    /// (before the −32·bsums term), `blockDotAvx2`'s integers; the levels and the scale
+    /// vectors are put together once for all the tokens.
+    inline fn blockLanesAvx2(comptime T: usize, b: anytype, a_rows: anytype, j: usize) [T]I32x8 {
+        const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
+        const sc_bcast = halvesBroadcast(sc16);
+        var acc: [T]I32x8 = @splat(@splat(0));
+        inline for (0..2) |h| {
+            const u = parts(b, h);
+            inline for (0..4) |part| {
+                const q = 4 * h + part;
+                const scale: I16x16 = @bitCast(pshufb256(@bitCast(sc_bcast[h]), comptime pairBroadcastMask(2 * part)));
+                inline for (0..T) |t| acc[t] += maddwd256(maddubs256(u[part], actHalf(&a_rows[t][j], q)), scale);
+            }
+        }
+        return acc;
+    }
+
     /// `vecDotTile` on AVX2 (blocks `B`: `Block` or `Planes`), the tile of a 2-7
     /// sequence decode step: each row's block is put together once (`parts`, the scale
     /// vectors) and serves every token; per (row, token) the integer lanes and the float
@@ -2195,18 +2214,8 @@ pub const Q6_K = struct {
             prefetchAhead(@ptrCast(w_rows[0].ptr), step_bytes * n, j * step_bytes, step_bytes);
             inline for (0..R) |r| {
                 const b = &w_rows[r][j];
-                const sc8: @Vector(16, i8) = b.scales;
-                const sc16: I16x16 = sc8;
-                const sc_bcast = halvesBroadcast(sc16);
-                var acc: [T]I32x8 = @splat(@splat(0));
-                inline for (0..2) |h| {
-                    const u = parts(b, h);
-                    inline for (0..4) |part| {
-                        const q = 4 * h + part;
-                        const scale: I16x16 = @bitCast(pshufb256(@bitCast(sc_bcast[h]), comptime pairBroadcastMask(2 * part)));
-                        inline for (0..T) |t| acc[t] += maddwd256(maddubs256(u[part], actHalf(&a_rows[t][j], q)), scale);
-                    }
-                }
+                const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
+                const acc = blockLanesAvx2(T, b, a_rows, j);
                 const dw = f16f(b.d);
                 inline for (0..T) |t| {
                     const ab = &a_rows[t][j];
@@ -2241,18 +2250,8 @@ pub const Q6_K = struct {
             inline for (0..T) |t| d_a[t] = a_rows[t][j].d;
             inline for (0..R) |r| {
                 const b = &w_rows[r][j];
-                const sc8: @Vector(16, i8) = b.scales;
-                const sc16: I16x16 = sc8;
-                const sc_bcast = halvesBroadcast(sc16);
-                var acc: [T]I32x8 = @splat(@splat(0));
-                inline for (0..2) |h| {
-                    const u = parts(b, h);
-                    inline for (0..4) |part| {
-                        const q = 4 * h + part;
-                        const scale: I16x16 = @bitCast(pshufb256(@bitCast(sc_bcast[h]), comptime pairBroadcastMask(2 * part)));
-                        inline for (0..T) |t| acc[t] += maddwd256(maddubs256(u[part], actHalf(&a_rows[t][j], q)), scale);
-                    }
-                }
+                const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
+                var acc = blockLanesAvx2(T, b, a_rows, j);
                 inline for (0..T) |t| acc[t] -= maddwd256(a_rows[t][j].bsums, sc16) << @splat(5);
                 const s = sumEach(T, acc);
                 const scaled = @as(F32xT, @floatFromInt(s)) * @as(F32xT, @splat(f16f(b.d)));
