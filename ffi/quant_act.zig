@@ -46,6 +46,8 @@ const Extra = enum {
     d_sum,
     /// The integer Σq (Q8_0S).
     sum,
+    /// s as `d_sum`, after the quants, d and s as the f32 values of their f16 (Q8_1F32).
+    d_sum_f32,
 };
 
 /// An activation format of 32-element blocks quantized by `quantizeBlockX86` (the x86
@@ -58,6 +60,7 @@ fn Q8(comptime format_name: []const u8, comptime extra: Extra, comptime size_byt
             .none => extern struct { d: f16, qs: [qk]i8 },
             .d_sum => extern struct { d: f16, s: f16, qs: [qk]i8 },
             .sum => extern struct { d: f16, sum: i16, qs: [qk]i8 },
+            .d_sum_f32 => extern struct { qs: [qk]i8, d: f32, s: f32, pad: [24]u8 },
         };
         comptime {
             std.debug.assert(@sizeOf(Block) == size_bytes);
@@ -68,10 +71,11 @@ fn Q8(comptime format_name: []const u8, comptime extra: Extra, comptime size_byt
             std.debug.assert(x.len == y.len * qk);
             for (y, 0..) |*block, b| {
                 const r = quantizeBlockX86(x[b * qk ..][0..qk], &block.qs);
-                block.d = @floatCast(r.d);
+                const d: f16 = @floatCast(r.d);
+                block.d = d;
                 switch (extra) {
                     .none => {},
-                    .d_sum => block.s = @floatCast(r.d * @as(f32, @floatFromInt(r.sum))),
+                    .d_sum, .d_sum_f32 => block.s = @as(f16, @floatCast(r.d * @as(f32, @floatFromInt(r.sum)))),
                     // |Σq| ≤ 32·127 fits the i16.
                     .sum => block.sum = @intCast(r.sum),
                 }
@@ -96,24 +100,10 @@ pub const Q8_0S = Q8("q8_0s", .sum, 36);
 /// `vpmaddubsw` reads them from memory without crossing a line), then Q8_1's f16 d and s
 /// as the f32 values they stand for, which the tile broadcasts from memory (a load port)
 /// rather than converting per block. A dot product over it has Q8_1's bits.
-pub const Q8_1F32 = struct {
-    pub const name = "q8_1f32";
-    pub const block_elems: usize = qk;
-    pub const Block = extern struct { qs: [qk]i8, d: f32, s: f32, pad: [24]u8 };
-    comptime {
-        std.debug.assert(@sizeOf(Block) == 64 and @offsetOf(Block, "d") == 32 and @offsetOf(Block, "s") == 36);
-    }
-
-    /// Quantizes one f32 row (len % 32 == 0) as `Q8_1.quantizeRow`, with d and s widened.
-    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
-        std.debug.assert(x.len == y.len * qk);
-        for (y, 0..) |*block, b| {
-            const r = quantizeBlockX86(x[b * qk ..][0..qk], &block.qs);
-            block.d = @as(f16, @floatCast(r.d));
-            block.s = @as(f16, @floatCast(r.d * @as(f32, @floatFromInt(r.sum))));
-        }
-    }
-};
+pub const Q8_1F32 = Q8("q8_1f32", .d_sum_f32, 64);
+comptime {
+    std.debug.assert(@offsetOf(Q8_1F32.Block, "d") == 32 and @offsetOf(Q8_1F32.Block, "s") == 36);
+}
 
 // ---------------------------------------------------------------------------
 // Tests

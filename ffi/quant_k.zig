@@ -2124,21 +2124,9 @@ pub const Q6_K = struct {
     /// together with pre-shifted masks, and each 32 elements' two scales come from one
     /// vpshufb of the scales broadcast to both 128-bit lanes.
     inline fn blockDotAvx2(b: anytype, ab: *align(1) const Act.Block, dot: anytype) void {
-        const sc8: @Vector(16, i8) = b.scales;
-        const sc16: I16x16 = sc8;
-        const sub = maddwd256(ab.bsums, sc16);
-        const sc_bcast = halvesBroadcast(sc16);
-        var acc: I32x8 = @splat(0);
-        inline for (0..2) |h| {
-            const u = parts(b, h);
-            inline for (0..4) |part| {
-                const q = 4 * h + part; // 32-element piece: scales 2q (low lane) and 2q + 1
-                const scale = pshufb256(@bitCast(sc_bcast[h]), comptime pairBroadcastMask(2 * part));
-                acc += maddwd256(maddubs256(u[part], actHalf(ab, q)), @bitCast(scale));
-            }
-        }
-        const d = ab.d * f16f(b.d);
-        dot.add8(acc, d, sub);
+        const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
+        const acc = blockLanesAvx2(1, b, .{ab})[0];
+        dot.add8(acc, ab.d * f16f(b.d), maddwd256(ab.bsums, sc16));
     }
 
     fn isPlanes(comptime P: type) bool {
@@ -2194,11 +2182,11 @@ pub const Q6_K = struct {
         return m;
     }
 
-    /// Block `b` (a `Block` or `Planes`) against block j of each of the T activation
-    /// rows, in 256-bit registers: per token the 8 exact i32 lanes Σ scale·level·a
-    /// (before the −32·bsums term), `blockDotAvx2`'s integers; the levels and the scale
-    /// vectors are put together once for all the tokens.
-    inline fn blockLanesAvx2(comptime T: usize, b: anytype, a_rows: anytype, j: usize) [T]I32x8 {
+    /// Block `b` (a `Block` or `Planes`) against T activation blocks `ab`, in 256-bit
+    /// registers: per token the 8 exact i32 lanes Σ scale·level·a (before the −32·bsums
+    /// term); the levels and the scale vectors are put together once for all the tokens.
+    /// The integers of the GEMV (`blockDotAvx2`, T = 1) and of both AVX2 tiles.
+    inline fn blockLanesAvx2(comptime T: usize, b: anytype, ab: [T]*align(1) const Act.Block) [T]I32x8 {
         const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
         const sc_bcast = halvesBroadcast(sc16);
         var acc: [T]I32x8 = @splat(@splat(0));
@@ -2207,10 +2195,17 @@ pub const Q6_K = struct {
             inline for (0..4) |part| {
                 const q = 4 * h + part;
                 const scale: I16x16 = @bitCast(pshufb256(@bitCast(sc_bcast[h]), comptime pairBroadcastMask(2 * part)));
-                inline for (0..T) |t| acc[t] += maddwd256(maddubs256(u[part], actHalf(&a_rows[t][j], q)), scale);
+                inline for (0..T) |t| acc[t] += maddwd256(maddubs256(u[part], actHalf(ab[t], q)), scale);
             }
         }
         return acc;
+    }
+
+    /// Block j of each of the T activation rows.
+    inline fn blockColumn(comptime T: usize, a_rows: [T][]align(1) const Act.Block, j: usize) [T]*align(1) const Act.Block {
+        var out: [T]*align(1) const Act.Block = undefined;
+        inline for (0..T) |t| out[t] = &a_rows[t][j];
+        return out;
     }
 
     /// `vecDotTile` on AVX2 (blocks `B`: `Block` or `Planes`), the tile of a 2-7
@@ -2234,7 +2229,7 @@ pub const Q6_K = struct {
             inline for (0..R) |r| {
                 const b = &w_rows[r][j];
                 const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
-                const acc = blockLanesAvx2(T, b, a_rows, j);
+                const acc = blockLanesAvx2(T, b, blockColumn(T, a_rows, j));
                 const dw = f16f(b.d);
                 inline for (0..T) |t| {
                     const ab = &a_rows[t][j];
@@ -2270,7 +2265,7 @@ pub const Q6_K = struct {
             inline for (0..R) |r| {
                 const b = &w_rows[r][j];
                 const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
-                var acc = blockLanesAvx2(T, b, a_rows, j);
+                var acc = blockLanesAvx2(T, b, blockColumn(T, a_rows, j));
                 inline for (0..T) |t| acc[t] -= maddwd256(a_rows[t][j].bsums, sc16) << @splat(5);
                 const s = sumEach(T, acc);
                 const scaled = @as(F32xT, @floatFromInt(s)) * @as(F32xT, @splat(f16f(b.d)));
