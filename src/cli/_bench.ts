@@ -5,6 +5,9 @@
  *
  * - `ppN`: one batched forward pass over N prompt tokens from an empty cache.
  * - `tgN`: N single-token forward passes from an empty cache.
+ * - `ppN @ dD`, `tgN @ dD`: the same after D tokens already in the cache (llama-bench's
+ *   `-d`): the depth is run once per case, untimed, and every timed run continues
+ *   from it, so its attention reads D more keys per token.
  *
  * Each case runs once to warm up, then `repetitions` times; tok/s is reported
  * as mean ± sample standard deviation, as llama-bench does.
@@ -20,6 +23,8 @@ export interface BenchCase {
   /** Prompt tokens (pp) or generated tokens (tg). */
   readonly tokenCount: number;
   readonly threads: number;
+  /** Tokens in the cache before the timed part (llama-bench's `-d`); default 0. */
+  readonly depth?: number;
   /** Weights repacked at load (llama-bench's `--repack`); default true. */
   readonly repack?: boolean;
 }
@@ -48,6 +53,8 @@ export interface BenchRow {
   llama_cpp_tok_s_median?: number;
   /** dotllm's median / llama.cpp's median. */
   ratio_median?: number;
+  /** Tokens in the cache before each timed run (llama-bench's `n_depth`). */
+  n_depth: number;
 }
 
 /** Mean and sample standard deviation (n − 1), as llama-bench reports, and the median. */
@@ -76,23 +83,30 @@ function benchTokens(count: number, vocabSize: number): Int32Array {
   return ids;
 }
 
-/** Runs one case on `model` (loaded with `threads`): a warm-up, then `repetitions` timed runs. */
+/**
+ * Runs one case on `model` (loaded with `threads` and a context of at least
+ * `depth + tokenCount`): the `depth` tokens once, untimed, then a warm-up and
+ * `repetitions` timed runs, each continuing at position `depth`.
+ */
 export function benchModel(
   model: LlamaModel,
   kind: "pp" | "tg",
   tokenCount: number,
   repetitions: number,
+  depth = 0,
 ): Throughput {
-  const ids = benchTokens(tokenCount, model.config.vocabSize);
+  const ids = benchTokens(depth + tokenCount, model.config.vocabSize);
+  if (depth > 0) model.forward(ids.subarray(0, depth), 0);
+  const test = ids.subarray(depth);
   const one = new Int32Array(1);
   const runOnce = (): number => {
     const start = performance.now();
     if (kind === "pp") {
-      model.forward(ids, 0);
+      model.forward(test, depth);
     } else {
       for (let i = 0; i < tokenCount; i++) {
-        one[0] = ids[i];
-        model.forward(one, i);
+        one[0] = test[i];
+        model.forward(one, depth + i);
       }
     }
     return performance.now() - start;
@@ -119,6 +133,8 @@ export function benchLlamaCpp(
     c.kind === "tg" ? String(c.tokenCount) : "0",
     "-t",
     String(c.threads),
+    "-d",
+    String(c.depth ?? 0),
     "-r",
     String(repetitions),
     ...(c.repack === false ? ["--repack", "0"] : []),
@@ -147,9 +163,10 @@ export function benchLlamaCpp(
 /** The `--json` row of a measured cell. */
 export function benchRow(c: BenchCase, ours: Throughput, theirs?: Throughput): BenchRow {
   // Field order: the mean fields, then (from a llama-bench run) its mean fields and the
-  // ratio, then the medians, so the earlier fields keep their places.
+  // ratio, then the medians, then the depth, so the earlier fields keep their places.
+  const depth = c.depth ?? 0;
   const row: BenchRow = {
-    test: `${c.kind}${c.tokenCount}`,
+    test: `${c.kind}${c.tokenCount}` + (depth > 0 ? ` @ d${depth}` : ""),
     threads: c.threads,
     n_prompt: c.kind === "pp" ? c.tokenCount : 0,
     n_gen: c.kind === "tg" ? c.tokenCount : 0,
@@ -165,6 +182,7 @@ export function benchRow(c: BenchCase, ours: Throughput, theirs?: Throughput): B
       llama_cpp_tok_s_median: round(theirs.median),
       ratio_median: round(ours.median / theirs.median, 3),
     }),
+    n_depth: depth,
   };
   return row;
 }

@@ -22,6 +22,10 @@ one row per (test, threads). Lists are comma-separated, as in llama-bench.
 Options:
   -p, --n-prompt LIST      prompt sizes (default 512; 0 for none)
   -n, --n-gen LIST         generation lengths (default 128; 0 for none)
+  -d, --n-depth LIST       tokens already in the cache before each test (default
+                           0): pp and tg rows at each depth, named "tg128 @ d4096"
+                           as llama-bench names them; the depth is run once per
+                           row, untimed
   -t, --threads LIST       thread counts (default: every CPU)
   -r, --repetitions N      timed runs per test after one warm-up (default 5)
       --no-repack          compute from the file's pages instead of copying matmul
@@ -32,8 +36,9 @@ Options:
                            settings, interleaved, with a ratio column
       --json               print one JSON array of
                            {test, threads, n_prompt, n_gen, tok_s_mean, tok_s_std,
-                           tok_s_median} (with --llama-bench also its mean, sd,
-                           the ratio of means, its median and the ratio of medians)
+                           tok_s_median, n_depth} (with --llama-bench also its
+                           mean, sd, the ratio of means, its median and the ratio
+                           of medians, before n_depth)
 `;
 
 function integerList(name: string, value: unknown, min: number): number[] {
@@ -53,6 +58,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
   const path = await resolveModel(positionals[0]);
   const prompts = integerList("-p", values["n-prompt"] ?? "512", 0).filter((n) => n > 0);
   const gens = integerList("-n", values["n-gen"] ?? "128", 0).filter((n) => n > 0);
+  const depths = integerList("-d", values["n-depth"] ?? "0", 0);
   const threadList = integerList("-t", values.threads ?? String(availableParallelism()), 1);
   const [repetitions] = integerList("-r", values.repetitions ?? "5", 1);
   const llamaBench = values["llama-bench"] as string | undefined;
@@ -61,7 +67,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
   const rows: BenchRow[] = [];
   let modelLine = path;
   for (const threads of threadList) {
-    const contextSize = Math.max(...prompts, ...gens);
+    const contextSize = Math.max(...depths) + Math.max(...prompts, ...gens);
     const repack = values["no-repack"] !== true;
     const model = LlamaModel.load(path, {
       threads,
@@ -74,12 +80,23 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
       const sizeMiB = model.memory.weightsBytes / (1 << 20);
       modelLine = `${c.architecture} ${c.blockCount}L ${c.embeddingLength}d ` +
         `${model.weights.typeName} ${sizeMiB.toFixed(1)} MiB`;
+      // llama-bench's order: each test at every depth.
       const cases: BenchCase[] = [
-        ...prompts.map((n) => ({ kind: "pp" as const, tokenCount: n, threads, repack })),
-        ...gens.map((n) => ({ kind: "tg" as const, tokenCount: n, threads, repack })),
+        ...prompts.flatMap((n) =>
+          depths.map((depth) => ({ kind: "pp" as const, tokenCount: n, threads, depth, repack }))
+        ),
+        ...gens.flatMap((n) =>
+          depths.map((depth) => ({ kind: "tg" as const, tokenCount: n, threads, depth, repack }))
+        ),
       ];
       for (const benchCase of cases) {
-        const ours = benchModel(model, benchCase.kind, benchCase.tokenCount, repetitions);
+        const ours = benchModel(
+          model,
+          benchCase.kind,
+          benchCase.tokenCount,
+          repetitions,
+          benchCase.depth,
+        );
         const theirs = llamaBench === undefined
           ? undefined
           : benchLlamaCpp(llamaBench, path, benchCase, repetitions);
@@ -110,6 +127,7 @@ export const benchCommand: Command = {
   options: {
     "n-prompt": { type: "string", short: "p" },
     "n-gen": { type: "string", short: "n" },
+    "n-depth": { type: "string", short: "d" },
     threads: { type: "string", short: "t" },
     repetitions: { type: "string", short: "r" },
     "llama-bench": { type: "string" },
