@@ -31,11 +31,17 @@
 //! default — its SWA cache is a ring of window + ubatch cells padded to 256 and a wrapped
 //! window is summed in cell order instead; not followed.)
 //!
-//! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads.
-//! Each unit is computed by one thread the same way whatever the thread count. The only
-//! scratch is a fixed stack frame per worker (the scores of up to `score_capacity` keys
-//! for `heads_per_pass` heads, and the lane accumulators of one 16-dim slice, ~40 KiB):
-//! nothing is allocated. Longer contexts recompute scores per window of keys.
+//! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads. The
+//! unit of a run's first token attends the run: up to `tokens_per_tile` consecutive
+//! tokens of one sequence that see the same first key, their (token, query head) pairs as
+//! rows, up to `rows_per_pass` at once: every K row is loaded (and converted)
+//! once for the pass's rows, every V slice once for the rows of a sweep. A prompt of T
+//! tokens at depth D reads its K and V about T·heads / 8 times instead of T·kv_heads.
+//! Each row is computed the same way whatever the rows beside it and the thread count.
+//! The only scratch is a fixed stack frame per worker (the scores of up to
+//! `score_capacity` keys for `rows_per_pass` rows, 256 KiB, and 16 KiB of lane
+//! accumulators): nothing is allocated. Longer contexts recompute scores per window of
+//! keys.
 const std = @import("std");
 const simd = @import("simd.zig");
 const pool_zig = @import("pool.zig");
@@ -48,20 +54,29 @@ const lanes = 16;
 const V16 = @Vector(lanes, f32);
 
 pub const head_dim_max = ops.head_dim_max;
-/// Keys whose scores a unit keeps per head (a multiple of 64); beyond this the scores of
-/// each window of keys are recomputed, trading time for a fixed stack frame. 4096 keys
-/// of 8 heads are 128 KiB of a pool thread's 1 MiB stack. At 1024 a 4096-token context
-/// recomputed its scores about 14 times per query head (once per 16-dim output slice):
-/// SmolLM2 decoded at 0.87-0.95× llama.cpp's speed at that depth, and prefilled at 0.4×.
-pub const score_capacity = 4096;
-/// Output slices of one head that the kqv pass past `score_capacity` fills per sweep over
-/// the key windows (each sweep recomputes the head's scores once): 8 slices are a
-/// 128-dim head, and 32 KiB of accumulators on the stack.
-const slices_per_sweep = 8;
+/// Keys whose scores a pass keeps per row (a multiple of 64); beyond this the scores of
+/// each window of keys are computed three times (for the maximum, the sums, and kqv),
+/// trading time for a fixed stack frame: 8192 keys of 8 rows are 256 KiB of a pool
+/// thread's 1 MiB stack (a JS caller's thread has 2 MiB or more). SmolLM2 Q4_1 pp64 at
+/// depth 3968 ran at 59.6 tok/s, at depth 4096 past a capacity of 4096 at 31.2.
+pub const score_capacity = 8192;
+/// The frame of runs whose keys all fit this many: a decode step over a short context
+/// keeps the 32 KiB scores frame it had (the 256 KiB one cost its attention about 10%).
+const short_capacity = 1024;
+
 /// Below this many (token, key, dim) multiply-adds attention runs on the calling thread.
 pub const parallel_threshold: usize = 1 << 15;
-/// Query heads attended together: each K row is loaded (and converted) once per pass.
-pub const heads_per_pass = 8;
+/// (token, query head) rows attended together: each K row is loaded (and converted)
+/// once per pass.
+pub const rows_per_pass = 8;
+/// Most tokens per run (see `attendRange`): a prompt's tokens share passes of
+/// `rows_per_pass` rows (2 tokens per pass of a model with 4 query heads per KV head, 8
+/// with 1); runs of 8 leave a 64-token prompt's KV heads 8 runs each to share among threads.
+const tokens_per_tile = 8;
+/// Bytes of lane accumulators the kqv pass fills per sweep over the keys: half of a
+/// 32 KiB L1, beside the V rows and probabilities (a single token's 4 KiB accumulators:
+/// one head's four 16-dim slices per sweep, a prompt's 1 KiB ones: four rows of them).
+const sweep_accumulator_bytes = 16 * 1024;
 
 /// Rows of ggml's widest lane pattern over keys (vec_dot kqv: four 16-lane chains).
 const block = 4 * lanes;
@@ -178,17 +193,24 @@ inline fn score(comptime T: type, comptime mode: Mode, q: [*]const f32, k: [*]co
     }
 }
 
-/// Per-unit state on the worker's stack.
-fn Unit(comptime T: type) type {
+/// Per-pass state on the worker's stack: `n_rows` (token, query head) rows of one run.
+fn Unit(comptime T: type, comptime C: usize) type {
     return struct {
-        /// q of each head of the pass, rounded to the cache type.
-        q: [heads_per_pass][head_dim_max]f32 align(64),
-        /// Scores, then exponentials, then rounded probabilities of every key (when they fit).
-        scores: [heads_per_pass][score_capacity]f32 align(64),
-        max: [heads_per_pass]f32,
-        inv: [heads_per_pass]f32,
-        n_heads: usize,
-        /// Virtual key indices (visible keys and the masked ones between).
+        /// Keys whose scores a row keeps (`score_capacity` or `short_capacity`).
+        const capacity = C;
+        /// q of each row, rounded to the cache type.
+        q: [rows_per_pass][head_dim_max]f32 align(64),
+        /// Scores, then exponentials, then rounded probabilities of every key (when they
+        /// fit; else of one window at a time).
+        scores: [rows_per_pass][C]f32 align(64),
+        max: [rows_per_pass]f32,
+        inv: [rows_per_pass]f32,
+        /// Virtual keys each row's token sees (its layout's `len`).
+        len: [rows_per_pass]usize,
+        /// Where each row's output goes.
+        out: [rows_per_pass][*]f32,
+        n_rows: usize,
+        /// Virtual key indices of the longest row (its layout is `layout`).
         keys: usize,
         layout: Layout,
         k_base: [*]const T,
@@ -196,8 +218,8 @@ fn Unit(comptime T: type) type {
     };
 }
 
-/// Scores·scale of `count` virtual keys from index `p0` for `n_heads` query heads (rows of
-/// `q`) into the rows of `scores`; -inf where masked.
+/// Scores·scale of `count` virtual keys from index `p0` for the unit's rows r0..r0+n_rows
+/// into those rows of its `scores`; -inf where masked or past a row's own keys.
 /// Keys ahead whose K (and V) segments `fillScores` prefetches. A unit's rows are a
 /// strided walk (`kv_dim` elements apart, a new page every few keys) through a cache
 /// region the size of the whole context, which the hardware prefetcher follows poorly;
@@ -217,24 +239,33 @@ inline fn prefetchKey(comptime T: type, base: [*]const T, layout: *const Layout,
 
 /// `v_base`, when given, has the V rows of the same keys prefetched too (for the kqv pass
 /// that follows).
-fn fillScores(comptime T: type, comptime mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), q: [*]const [head_dim_max]f32, n_heads: usize, k_base: [*]const T, v_base: ?[*]const T, layout: *const Layout, p0: usize, count: usize, scores: [*][score_capacity]f32) void {
+fn fillScores(comptime T: type, comptime mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), unit: anytype, prefetch_v: bool, r0: usize, n_rows: usize, p0: usize, count: usize) void {
     const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
+    const layout = &unit.layout;
     for (0..count) |i| {
-        prefetchKey(T, k_base, layout, p0 + i + prefetch_keys_ahead, kv_dim, head_dim);
-        if (v_base) |v| prefetchKey(T, v, layout, p0 + i + prefetch_keys_ahead, kv_dim, head_dim);
-        const row = layout.rowOf(p0 + i) orelse {
-            for (0..n_heads) |h| scores[h][i] = -std.math.inf(f32);
+        const vi = p0 + i;
+        prefetchKey(T, unit.k_base, layout, vi + prefetch_keys_ahead, kv_dim, head_dim);
+        if (prefetch_v) prefetchKey(T, unit.v_base, layout, vi + prefetch_keys_ahead, kv_dim, head_dim);
+        const row = layout.rowOf(vi) orelse {
+            for (r0..r0 + n_rows) |r| unit.scores[r][i] = -std.math.inf(f32);
             continue;
         };
-        const k = k_base + row * kv_dim;
-        for (0..n_heads) |h| scores[h][i] = score(T, mode, (&q[h]).ptr, k, head_dim) * job.scale;
+        const k = unit.k_base + row * kv_dim;
+        for (r0..r0 + n_rows) |r| {
+            unit.scores[r][i] = if (vi < unit.len[r]) score(T, mode, (&unit.q[r]).ptr, k, head_dim) * job.scale else -std.math.inf(f32);
+        }
     }
+}
+
+/// Keys of window [p0, p0 + count) that row r sees (0 past its own keys).
+inline fn rowCount(unit: anytype, r: usize, p0: usize, count: usize) usize {
+    return if (unit.len[r] > p0) @min(count, unit.len[r] - p0) else 0;
 }
 
 /// e^(s - max) in place over `count` scores (zero-padded to whole 16-key chunks, as the
 /// masked cells of ggml's row), returning the double sum of the chunks' lane trees.
-fn expChunks(row: *[score_capacity]f32, count: usize, max: f32) f64 {
+fn expChunks(row: []f32, count: usize, max: f32) f64 {
     const padded = std.mem.alignForward(usize, count, lanes);
     var sum: f64 = 0;
     var i: usize = 0;
@@ -254,7 +285,7 @@ fn expChunks(row: *[score_capacity]f32, count: usize, max: f32) f64 {
 }
 
 /// Probabilities e·inv rounded to the cache type (kq converted to the vec_dot type).
-fn normalize(comptime T: type, row: *[score_capacity]f32, count: usize, inv: f32) void {
+fn normalize(comptime T: type, row: []f32, count: usize, inv: f32) void {
     const padded = std.mem.alignForward(usize, count, lanes);
     var i: usize = 0;
     while (i < padded) : (i += lanes) {
@@ -322,118 +353,238 @@ fn Accumulator(comptime mode: Mode) type {
     };
 }
 
-/// Head h's output dims [d0, d0 + 16·n_slices) (n_slices ≤ `slices_per_sweep`, the last
-/// slice possibly narrower) into `out`: every key, from the probabilities kept in the
-/// unit (all keys fit) or recomputed once per window of `score_capacity` keys for all the
-/// slices. Each slice's accumulator takes the keys in order either way, so the bits do
-/// not depend on the windows.
-fn attendSlices(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), unit: *const Unit(T), h: usize, d0: usize, n_slices: usize, window_scores: *[1][score_capacity]f32, out: [*]f32) void {
-    std.debug.assert(n_slices >= 1 and n_slices <= slices_per_sweep);
-    const head_dim = head_dim_fixed orelse job.head_dim;
-    const kv_dim = job.kv_heads * head_dim;
-    var acc: [slices_per_sweep]Accumulator(kqv_mode) = undefined;
-    for (acc[0..n_slices]) |*a| a.* = .{};
-    var p0: usize = 0;
-    while (p0 < unit.keys) : (p0 += score_capacity) {
-        const count = @min(score_capacity, unit.keys - p0);
-        const p: [*]const f32 = if (unit.keys <= score_capacity) (&unit.scores[h]).ptr else blk: {
-            fillScores(T, kq_mode, head_dim_fixed, job, unit.q[h..].ptr, 1, unit.k_base, unit.v_base, &unit.layout, p0, count, window_scores);
-            _ = expChunks(&window_scores[0], count, unit.max[h]);
-            normalize(T, &window_scores[0], count, unit.inv[h]);
-            break :blk (&window_scores[0]).ptr;
-        };
-        for (acc[0..n_slices], 0..) |*a, s| {
-            const d = d0 + s * lanes;
-            a.add(T, p, unit.v_base + d, kv_dim, &unit.layout, p0, count, @min(lanes, head_dim - d));
+/// Adds virtual keys [p0 + i_begin, p0 + i_end) (none of them masked) with probabilities
+/// p[r][i] to the accumulators of rows r0..r0+n_rows and `n_slices` 16-dim slices from dim
+/// d0 (`acc[(r - r0)·n_slices + s]`): each key's V slice is loaded once for all the rows.
+/// The keys go by runs of consecutive ring rows, walked by pointer; every accumulator
+/// takes its keys in order, as `Accumulator.add` does. `NR`, `NS` > 0 fix n_rows and
+/// n_slices at compile time (then every slice is 16 dims wide), so the loops unroll.
+fn addKeys(comptime T: type, comptime mode: Mode, comptime NR: usize, comptime NS: usize, acc: []Accumulator(mode), r0: usize, n_rows_rt: usize, n_slices_rt: usize, d0: usize, head_dim: usize, p: anytype, v_base: [*]const T, kv_dim: usize, layout: *const Layout, p0: usize, i_begin: usize, i_end: usize) void {
+    const R = Accumulator(mode).rows;
+    const n_rows = if (NR > 0) NR else n_rows_rt;
+    const n_slices = if (NS > 0) NS else n_slices_rt;
+    std.debug.assert(n_rows == n_rows_rt and n_slices == n_slices_rt);
+    // Each row's probabilities by pointer (indexing `p` itself would copy a row).
+    var row_p: [rows_per_pass][*]const f32 = undefined;
+    for (0..n_rows) |r| row_p[r] = (&p[r0 + r]).ptr;
+    var i = i_begin;
+    while (i < i_end) {
+        const row = layout.rowOf(p0 + i).?;
+        const run = @min(i_end - i, layout.rows - row);
+        var v = v_base + row * kv_dim + d0;
+        for (i..i + run) |k| {
+            const lane_row = (p0 + k) % R;
+            var probability: [rows_per_pass]V16 = undefined;
+            for (0..n_rows) |r| probability[r] = @splat(row_p[r][k]);
+            for (0..n_slices) |s| {
+                const x = if (NS > 0 or head_dim - (d0 + s * lanes) >= lanes)
+                    simd.loadAsF32(T, lanes, v + s * lanes)
+                else
+                    partial(T, v + s * lanes, head_dim - (d0 + s * lanes));
+                for (0..n_rows) |r| {
+                    const a = &acc[r * n_slices + s];
+                    a.acc[lane_row] = @mulAdd(V16, x, probability[r], a.acc[lane_row]);
+                }
+            }
+            v += kv_dim;
+        }
+        i += run;
+    }
+}
+
+/// `addKeys` with n_rows fixed at compile time when the head's slices are (`NS` > 0).
+fn addKeysAny(comptime T: type, comptime mode: Mode, comptime NS: usize, acc: []Accumulator(mode), r0: usize, n_rows: usize, n_slices: usize, d0: usize, head_dim: usize, p: anytype, v_base: [*]const T, kv_dim: usize, layout: *const Layout, p0: usize, i_begin: usize, i_end: usize) void {
+    if (i_begin >= i_end) return;
+    if (NS > 0 and n_slices == NS) {
+        switch (n_rows) {
+            inline 1...rows_per_pass => |nr| return addKeys(T, mode, nr, NS, acc, r0, n_rows, n_slices, d0, head_dim, p, v_base, kv_dim, layout, p0, i_begin, i_end),
+            else => unreachable,
         }
     }
-    for (acc[0..n_slices], 0..) |*a, s| {
-        const d = d0 + s * lanes;
-        const width = @min(lanes, head_dim - d);
-        const r = a.result();
-        if (width == lanes) {
-            simd.storeF32(lanes, out + d, r);
-        } else for (0..width) |i| {
-            out[d + i] = r[i];
+    addKeys(T, mode, 0, 0, acc, r0, n_rows, n_slices, d0, head_dim, p, v_base, kv_dim, layout, p0, i_begin, i_end);
+}
+
+/// The kqv pass of the unit's rows: sweeps of rows × 16-dim slices whose accumulators
+/// fit `sweep_accumulator_bytes`, each over every key, from the probabilities kept in the
+/// unit (all keys fit) or recomputed per window of `score_capacity` keys (into the
+/// unit's scores, for all its rows: past pass 2 they are scratch). Each accumulator takes
+/// its row's keys in order, so the bits depend neither on the windows nor on the rows or
+/// slices beside it.
+fn kqvPass(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), unit: anytype) void {
+    const capacity = @TypeOf(unit.*).capacity;
+    const A = Accumulator(kqv_mode);
+    const pairs_max = sweep_accumulator_bytes / @sizeOf(A);
+    comptime std.debug.assert(pairs_max >= 1);
+    const head_dim = head_dim_fixed orelse job.head_dim;
+    const kv_dim = job.kv_heads * head_dim;
+    const slice_count: usize = (head_dim + lanes - 1) / lanes;
+    const slices_per_sweep: usize = @min(slice_count, pairs_max);
+    const rows_per_sweep: usize = @max(1, pairs_max / slices_per_sweep);
+    const windowed = unit.keys > capacity;
+    // A fixed head of whole slices that one sweep covers: its slice count, fixed too.
+    const NS: usize = if (head_dim_fixed) |hd| (if (hd % lanes == 0 and hd / lanes <= pairs_max) hd / lanes else 0) else 0;
+    const lead = unit.layout.lead;
+    var acc: [pairs_max]A = undefined;
+    var s0: usize = 0;
+    while (s0 < slice_count) : (s0 += slices_per_sweep) {
+        const n_slices: usize = @min(slices_per_sweep, slice_count - s0);
+        const d0 = s0 * lanes;
+        var r0: usize = 0;
+        while (r0 < unit.n_rows) : (r0 += rows_per_sweep) {
+            const n_rows: usize = @min(rows_per_sweep, unit.n_rows - r0);
+            for (acc[0 .. n_rows * n_slices]) |*a| a.* = .{};
+            // The keys every row of the sweep sees, and each row's own beyond them.
+            var shared = unit.len[r0];
+            for (r0..r0 + n_rows) |r| shared = @min(shared, unit.len[r]);
+            var p0: usize = 0;
+            while (p0 < unit.keys) : (p0 += capacity) {
+                const count = @min(capacity, unit.keys - p0);
+                if (windowed) {
+                    fillScores(T, kq_mode, head_dim_fixed, job, unit, true, r0, n_rows, p0, count);
+                    for (r0..r0 + n_rows) |r| {
+                        const n = rowCount(unit, r, p0, count);
+                        _ = expChunks(&unit.scores[r], n, unit.max[r]);
+                        normalize(T, &unit.scores[r], n, unit.inv[r]);
+                    }
+                }
+                const begin = if (lead > p0) @min(count, lead - p0) else 0;
+                const shared_end = @max(begin, if (shared > p0) @min(count, shared - p0) else 0);
+                addKeysAny(T, kqv_mode, NS, &acc, r0, n_rows, n_slices, d0, head_dim, &unit.scores, unit.v_base, kv_dim, &unit.layout, p0, begin, shared_end);
+                for (0..n_rows) |r| {
+                    const end = @max(shared_end, rowCount(unit, r0 + r, p0, count));
+                    addKeysAny(T, kqv_mode, NS, acc[r * n_slices ..][0..n_slices], r0 + r, 1, n_slices, d0, head_dim, &unit.scores, unit.v_base, kv_dim, &unit.layout, p0, shared_end, end);
+                }
+            }
+            for (0..n_rows) |r| {
+                for (0..n_slices) |s| {
+                    const d = d0 + s * lanes;
+                    const width = @min(lanes, head_dim - d);
+                    const x = acc[r * n_slices + s].result();
+                    const out = unit.out[r0 + r];
+                    if (width == lanes) {
+                        simd.storeF32(lanes, out + d, x);
+                    } else for (0..width) |i| {
+                        out[d + i] = x[i];
+                    }
+                }
+            }
         }
     }
 }
 
-/// One work unit: token t, KV head g, and every query head that reads g. A comptime
-/// `head_dim_fixed` (64, 128) unrolls every loop over the head; the arithmetic and its
-/// order are the same as with a runtime head_dim.
-fn attendUnit(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), t: usize, g: usize) void {
+/// One pass: the unit's rows (set up by `attendRun`) through the scores, their maximum,
+/// the exponentials and their sums, and kqv.
+fn attendPass(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), unit: anytype) void {
+    const capacity = @TypeOf(unit.*).capacity;
+    const keys = unit.keys;
+    const n_rows = unit.n_rows;
+    // Pass 1: scores (kept if they fit) and their maximum.
+    unit.max = @splat(-std.math.inf(f32));
+    var p0: usize = 0;
+    while (p0 < keys) : (p0 += capacity) {
+        const count = @min(capacity, keys - p0);
+        fillScores(T, kq_mode, head_dim_fixed, job, unit, true, 0, n_rows, p0, count);
+        for (0..n_rows) |r| {
+            for (unit.scores[r][0..rowCount(unit, r, p0, count)]) |x| unit.max[r] = @max(unit.max[r], x);
+        }
+    }
+    // Pass 2: exponentials, their double sum, and the probabilities.
+    var sum: [rows_per_pass]f64 = @splat(0);
+    if (keys <= capacity) {
+        for (0..n_rows) |r| sum[r] = expChunks(&unit.scores[r], unit.len[r], unit.max[r]);
+    } else {
+        p0 = 0;
+        while (p0 < keys) : (p0 += capacity) {
+            const count = @min(capacity, keys - p0);
+            fillScores(T, kq_mode, head_dim_fixed, job, unit, false, 0, n_rows, p0, count);
+            for (0..n_rows) |r| sum[r] += expChunks(&unit.scores[r], rowCount(unit, r, p0, count), unit.max[r]);
+        }
+    }
+    for (0..n_rows) |r| {
+        unit.inv[r] = @floatCast(1.0 / sum[r]);
+        if (keys <= capacity) normalize(T, &unit.scores[r], unit.len[r], unit.inv[r]);
+    }
+    // Pass 3: kqv.
+    kqvPass(T, kq_mode, kqv_mode, head_dim_fixed, job, unit);
+}
+
+/// Tokens t0..t0+n_tokens (one sequence, the same first key: see `sameRun`) and KV head
+/// g: every (token, query head) pair that reads g, as rows, `rows_per_pass` at a time. A
+/// comptime `head_dim_fixed` (64, 128) unrolls every loop over the head; the arithmetic
+/// and its order are the same as with a runtime head_dim.
+fn attendRun(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), t0: usize, n_tokens: usize, g: usize) void {
+    // The run's last token sees the most keys.
+    if (job.keyLayout(t0 + n_tokens - 1).len <= short_capacity) {
+        attendRunIn(T, short_capacity, kq_mode, kqv_mode, head_dim_fixed, job, t0, n_tokens, g);
+    } else {
+        attendRunIn(T, score_capacity, kq_mode, kqv_mode, head_dim_fixed, job, t0, n_tokens, g);
+    }
+}
+
+/// `attendRun` with a frame of `capacity` scores per row.
+fn attendRunIn(comptime T: type, comptime capacity: usize, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), t0: usize, n_tokens: usize, g: usize) void {
     const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
     const group = job.heads / job.kv_heads;
-    const slot_base = @as(usize, @intCast(job.slots[t])) * job.slot_rows;
-    var unit: Unit(T) = undefined;
-    var window_scores: [1][score_capacity]f32 align(64) = undefined;
-    unit.layout = job.keyLayout(t);
-    unit.keys = unit.layout.len;
+    const slot_base = @as(usize, @intCast(job.slots[t0])) * job.slot_rows;
+    var unit: Unit(T, capacity) = undefined;
     unit.k_base = job.k + slot_base * kv_dim + g * head_dim;
     unit.v_base = job.v + slot_base * kv_dim + g * head_dim;
-    const keys = unit.keys;
-    var h0 = g * group;
-    while (h0 < (g + 1) * group) : (h0 += heads_per_pass) {
-        const n_heads = @min(heads_per_pass, (g + 1) * group - h0);
-        unit.n_heads = n_heads;
-        const q = job.q + (t * job.heads + h0) * head_dim;
-        for (0..n_heads) |h| {
-            for (0..head_dim) |i| unit.q[h][i] = roundTo(T, q[h * head_dim + i]);
-        }
-        // Pass 1: scores (kept if they fit) and their maximum.
-        unit.max = @splat(-std.math.inf(f32));
-        var p0: usize = 0;
-        while (p0 < keys) : (p0 += score_capacity) {
-            const count = @min(score_capacity, keys - p0);
-            fillScores(T, kq_mode, head_dim_fixed, job, &unit.q, n_heads, unit.k_base, unit.v_base, &unit.layout, p0, count, &unit.scores);
-            for (0..n_heads) |h| {
-                for (unit.scores[h][0..count]) |s| unit.max[h] = @max(unit.max[h], s);
+    const row_count = n_tokens * group;
+    var row0: usize = 0;
+    while (row0 < row_count) : (row0 += rows_per_pass) {
+        unit.n_rows = @min(rows_per_pass, row_count - row0);
+        unit.keys = 0;
+        for (0..unit.n_rows) |r| {
+            const t = t0 + (row0 + r) / group;
+            const h = g * group + (row0 + r) % group;
+            const layout = job.keyLayout(t);
+            unit.len[r] = layout.len;
+            if (layout.len > unit.keys) {
+                unit.keys = layout.len;
+                unit.layout = layout;
             }
+            const q = job.q + (t * job.heads + h) * head_dim;
+            for (0..head_dim) |i| unit.q[r][i] = roundTo(T, q[i]);
+            unit.out[r] = job.out + (t * job.heads + h) * head_dim;
         }
-        // Pass 2: exponentials, their double sum, and the probabilities.
-        var sum: [heads_per_pass]f64 = @splat(0);
-        if (keys <= score_capacity) {
-            for (0..n_heads) |h| sum[h] = expChunks(&unit.scores[h], keys, unit.max[h]);
-        } else {
-            p0 = 0;
-            while (p0 < keys) : (p0 += score_capacity) {
-                const count = @min(score_capacity, keys - p0);
-                fillScores(T, kq_mode, head_dim_fixed, job, &unit.q, n_heads, unit.k_base, null, &unit.layout, p0, count, &unit.scores);
-                for (0..n_heads) |h| sum[h] += expChunks(&unit.scores[h], count, unit.max[h]);
-            }
-        }
-        for (0..n_heads) |h| {
-            unit.inv[h] = @floatCast(1.0 / sum[h]);
-            if (keys <= score_capacity) normalize(T, &unit.scores[h], keys, unit.inv[h]);
-        }
-        // Pass 3: kqv, up to `slices_per_sweep` 16-dim slices of one head at a time.
-        const slice_count = (head_dim + lanes - 1) / lanes;
-        for (0..n_heads) |h| {
-            const out = job.out + (t * job.heads + h0 + h) * head_dim;
-            var s0: usize = 0;
-            while (s0 < slice_count) : (s0 += slices_per_sweep) {
-                const n_slices = @min(slices_per_sweep, slice_count - s0);
-                attendSlices(T, kq_mode, kqv_mode, head_dim_fixed, job, &unit, h, s0 * lanes, n_slices, &window_scores, out);
-            }
-        }
+        attendPass(T, kq_mode, kqv_mode, head_dim_fixed, job, &unit);
     }
 }
 
-/// Units are (token, KV head) pairs, token-major.
+/// Whether token u continues token t's run: the same sequence, modes and first key (so
+/// the same lanes and ring rows, a longer or shorter reach).
+fn sameRun(comptime T: type, job: *const Job(T), t: usize, u: usize) bool {
+    if (job.slots[u] != job.slots[t]) return false;
+    if (job.kqMode(u) != job.kqMode(t) or job.kqvMode(u) != job.kqvMode(t)) return false;
+    return job.keyRange(u).first == job.keyRange(t).first;
+}
+
+/// One run through the kernel its modes and head_dim name.
+fn attendRunAny(comptime T: type, job: *const Job(T), t0: usize, n_tokens: usize, g: usize) void {
+    switch (job.kqMode(t0)) {
+        inline else => |kq_mode| switch (job.kqvMode(t0)) {
+            inline else => |kqv_mode| switch (job.head_dim) {
+                inline 64, 128 => |head_dim| attendRun(T, kq_mode, kqv_mode, head_dim, job, t0, n_tokens, g),
+                else => attendRun(T, kq_mode, kqv_mode, null, job, t0, n_tokens, g),
+            },
+        },
+    }
+}
+
+/// Units are (token, KV head) pairs, token-major. A run starts at a token that does not
+/// continue the one before it (`sameRun`) or whose index is a multiple of
+/// `tokens_per_tile`; its first token's units attend the whole run, the other units do
+/// nothing. So a decode batch keeps a unit per sequence and KV head for the threads to
+/// share, and the runs do not depend on the thread count.
 fn attendRange(comptime T: type, job: *const Job(T), unit_begin: usize, unit_end: usize) void {
     for (unit_begin..unit_end) |u| {
         const t = u / job.kv_heads;
         const g = u % job.kv_heads;
-        switch (job.kqMode(t)) {
-            inline else => |kq_mode| switch (job.kqvMode(t)) {
-                inline else => |kqv_mode| switch (job.head_dim) {
-                    inline 64, 128 => |head_dim| attendUnit(T, kq_mode, kqv_mode, head_dim, job, t, g),
-                    else => attendUnit(T, kq_mode, kqv_mode, null, job, t, g),
-                },
-            },
-        }
+        if (t % tokens_per_tile != 0 and sameRun(T, job, t - 1, t)) continue;
+        var n: usize = 1;
+        while (t + n < job.tokens and (t + n) % tokens_per_tile != 0 and sameRun(T, job, t, t + n)) n += 1;
+        attendRunAny(T, job, t, n, g);
     }
 }
 
@@ -618,9 +769,9 @@ test "the head_dim-specialised attention equals the generic one bit for bit" {
         const position = [_]i32{ctx - 1};
         const slot = [_]i32{0};
         var job: Job(f16) = .{ .out = &fixed, .q = q.ptr, .k = kv.ptr, .v = kv.ptr, .positions = &position, .slots = &slot, .tokens = 1, .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim, .slot_rows = ctx, .window = 0, .scale = 0.1 };
-        for (0..kv_heads) |g| attendUnit(f16, .vec_dot, .vec_dot, head_dim, &job, 0, g);
+        for (0..kv_heads) |g| attendRun(f16, .vec_dot, .vec_dot, head_dim, &job, 0, 1, g);
         job.out = &generic;
-        for (0..kv_heads) |g| attendUnit(f16, .vec_dot, .vec_dot, null, &job, 0, g);
+        for (0..kv_heads) |g| attendRun(f16, .vec_dot, .vec_dot, null, &job, 0, 1, g);
         try testing.expectEqualSlices(f32, &generic, &fixed);
     }
 }
