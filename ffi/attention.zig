@@ -60,8 +60,8 @@ pub const head_dim_max = ops.head_dim_max;
 /// thread's 1 MiB stack (a JS caller's thread has 2 MiB or more). SmolLM2 Q4_1 pp64 at
 /// depth 3968 ran at 59.6 tok/s, at depth 4096 past a capacity of 4096 at 31.2.
 pub const score_capacity = 8192;
-/// The frame of runs whose keys all fit this many: a decode step over a short context
-/// keeps the 32 KiB scores frame it had (the 256 KiB one cost its attention about 10%).
+/// The scores capacity of runs whose keys all fit this many: a step over a short context
+/// keeps a 32 KiB scores frame rather than reserving (and stack-probing) 256 KiB per run.
 const short_capacity = 1024;
 
 /// Below this many (token, key, dim) multiply-adds attention runs on the calling thread.
@@ -218,8 +218,6 @@ fn Unit(comptime T: type, comptime C: usize) type {
     };
 }
 
-/// Scores·scale of `count` virtual keys from index `p0` for the unit's rows r0..r0+n_rows
-/// into those rows of its `scores`; -inf where masked or past a row's own keys.
 /// Keys ahead whose K (and V) segments `fillScores` prefetches. A unit's rows are a
 /// strided walk (`kv_dim` elements apart, a new page every few keys) through a cache
 /// region the size of the whole context, which the hardware prefetcher follows poorly;
@@ -237,8 +235,10 @@ inline fn prefetchKey(comptime T: type, base: [*]const T, layout: *const Layout,
     while (offset < head_dim * @sizeOf(T)) : (offset += 64) @prefetch(bytes + offset, .{ .locality = 3 });
 }
 
-/// `v_base`, when given, has the V rows of the same keys prefetched too (for the kqv pass
-/// that follows).
+/// Scores·scale of `count` virtual keys from index `p0` for the unit's rows r0..r0+n_rows
+/// into those rows of its `scores`; -inf where masked or past a row's own keys. With
+/// `prefetch_v` the V rows of the same keys are prefetched too (for the kqv pass that
+/// follows).
 fn fillScores(comptime T: type, comptime mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), unit: anytype, prefetch_v: bool, r0: usize, n_rows: usize, p0: usize, count: usize) void {
     const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
@@ -513,8 +513,9 @@ fn attendPass(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode,
 /// comptime `head_dim_fixed` (64, 128) unrolls every loop over the head; the arithmetic
 /// and its order are the same as with a runtime head_dim.
 fn attendRun(comptime T: type, comptime kq_mode: Mode, comptime kqv_mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), t0: usize, n_tokens: usize, g: usize) void {
-    // The run's last token sees the most keys.
-    if (job.keyLayout(t0 + n_tokens - 1).len <= short_capacity) {
+    var keys: usize = 0;
+    for (t0..t0 + n_tokens) |t| keys = @max(keys, job.keyLayout(t).len);
+    if (keys <= short_capacity) {
         attendRunIn(T, short_capacity, kq_mode, kqv_mode, head_dim_fixed, job, t0, n_tokens, g);
     } else {
         attendRunIn(T, score_capacity, kq_mode, kqv_mode, head_dim_fixed, job, t0, n_tokens, g);
