@@ -17,7 +17,7 @@ const usage = `Usage: dotllm bench MODEL [options]
 
 Prompt processing (ppN: one batch of N tokens) and text generation (tgN: N
 single-token steps) in tokens per second, mean ± stddev over the repetitions,
-one row per (test, threads). Lists are comma-separated, as in llama-bench.
+one row per (test, depth, threads). Lists are comma-separated, as in llama-bench.
 
 Options:
   -p, --n-prompt LIST      prompt sizes (default 512; 0 for none)
