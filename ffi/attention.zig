@@ -32,7 +32,7 @@
 //! window is summed in cell order instead; not followed.)
 //!
 //! Work units are (token, KV head) pairs, claimed in chunks by the pool's threads. The
-//! unit of a run's first token attends the run: up to `tokens_per_tile` consecutive
+//! unit of a run's first token attends the run: up to `tokens_per_run` consecutive
 //! tokens of one sequence that see the same first key, their (token, query head) pairs as
 //! rows, up to `rows_per_pass` at once: every K row is loaded (and converted)
 //! once for the pass's rows, every V slice once for the rows of a sweep. A prompt of T
@@ -72,7 +72,7 @@ pub const rows_per_pass = 8;
 /// Most tokens per run (see `attendRange`): a prompt's tokens share passes of
 /// `rows_per_pass` rows (2 tokens per pass of a model with 4 query heads per KV head, 8
 /// with 1); runs of 8 leave a 64-token prompt's KV heads 8 runs each to share among threads.
-const tokens_per_tile = 8;
+const tokens_per_run = 8;
 /// Bytes of lane accumulators the kqv pass fills per sweep over the keys: half of a
 /// 32 KiB L1, beside the V rows and probabilities (a single token's 4 KiB accumulators:
 /// one head's four 16-dim slices per sweep, a prompt's 1 KiB ones: four rows of them).
@@ -307,34 +307,6 @@ fn Accumulator(comptime mode: Mode) type {
         const rows = if (mode == .gemm) lanes else 4 * lanes;
         acc: [rows]V16 = @splat(@splat(0)),
 
-        /// Adds `count` virtual keys from index p0 (a multiple of 64) with probabilities `p`
-        /// (masked ones add exact zeros: skipped).
-        /// The keys go by runs of consecutive ring rows (the masked lead skipped, the ring
-        /// wrapping at most once), each walked by pointer: `Layout.rowOf` per key, with
-        /// its branches, cost more than the key's multiply-add. Same keys, same order.
-        inline fn add(self: *@This(), comptime T: type, p: [*]const f32, v_base: [*]const T, kv_dim: usize, layout: *const Layout, p0: usize, count: usize, width: usize) void {
-            var i: usize = if (layout.lead > p0) @min(count, layout.lead - p0) else 0;
-            while (i < count) {
-                const row = layout.rowOf(p0 + i).?;
-                const run = @min(count - i, layout.rows - row);
-                var v = v_base + row * kv_dim;
-                if (width == lanes) {
-                    for (i..i + run) |k| {
-                        const r = (p0 + k) % rows;
-                        self.acc[r] = @mulAdd(V16, simd.loadAsF32(T, lanes, v), @as(V16, @splat(p[k])), self.acc[r]);
-                        v += kv_dim;
-                    }
-                } else {
-                    for (i..i + run) |k| {
-                        const r = (p0 + k) % rows;
-                        self.acc[r] = @mulAdd(V16, partial(T, v, width), @as(V16, @splat(p[k])), self.acc[r]);
-                        v += kv_dim;
-                    }
-                }
-                i += run;
-            }
-        }
-
         /// Per dim: the tree of rows ggml reduces (see the module doc).
         inline fn result(self: *const @This()) V16 {
             var x: [lanes]V16 = undefined;
@@ -356,8 +328,9 @@ fn Accumulator(comptime mode: Mode) type {
 /// Adds virtual keys [p0 + i_begin, p0 + i_end) (none of them masked) with probabilities
 /// p[r][i] to the accumulators of rows r0..r0+n_rows and `n_slices` 16-dim slices from dim
 /// d0 (`acc[(r - r0)·n_slices + s]`): each key's V slice is loaded once for all the rows.
-/// The keys go by runs of consecutive ring rows, walked by pointer; every accumulator
-/// takes its keys in order, as `Accumulator.add` does. `NR`, `NS` > 0 fix n_rows and
+/// The keys go by runs of consecutive ring rows (the ring wrapping at most once), each
+/// walked by pointer: `Layout.rowOf` per key, with its branches, cost more than the key's
+/// multiply-add. Every accumulator takes its keys in order. `NR`, `NS` > 0 fix n_rows and
 /// n_slices at compile time (then every slice is 16 dims wide), so the loops unroll.
 fn addKeys(comptime T: type, comptime mode: Mode, comptime NR: usize, comptime NS: usize, acc: []Accumulator(mode), r0: usize, n_rows_rt: usize, n_slices_rt: usize, d0: usize, head_dim: usize, p: anytype, v_base: [*]const T, kv_dim: usize, layout: *const Layout, p0: usize, i_begin: usize, i_end: usize) void {
     const R = Accumulator(mode).rows;
@@ -553,12 +526,11 @@ fn attendRunIn(comptime T: type, comptime capacity: usize, comptime kq_mode: Mod
     }
 }
 
-/// Whether token u continues token t's run: the same sequence, modes and first key (so
-/// the same lanes and ring rows, a longer or shorter reach).
+/// Whether token u continues token t's run: the same sequence (so the same modes: they
+/// depend on the sequence) and first key (so the same lanes and ring rows, a longer or
+/// shorter reach).
 fn sameRun(comptime T: type, job: *const Job(T), t: usize, u: usize) bool {
-    if (job.slots[u] != job.slots[t]) return false;
-    if (job.kqMode(u) != job.kqMode(t) or job.kqvMode(u) != job.kqvMode(t)) return false;
-    return job.keyRange(u).first == job.keyRange(t).first;
+    return job.slots[u] == job.slots[t] and job.keyRange(u).first == job.keyRange(t).first;
 }
 
 /// One run through the kernel its modes and head_dim name.
@@ -575,16 +547,16 @@ fn attendRunAny(comptime T: type, job: *const Job(T), t0: usize, n_tokens: usize
 
 /// Units are (token, KV head) pairs, token-major. A run starts at a token that does not
 /// continue the one before it (`sameRun`) or whose index is a multiple of
-/// `tokens_per_tile`; its first token's units attend the whole run, the other units do
+/// `tokens_per_run`; its first token's units attend the whole run, the other units do
 /// nothing. So a decode batch keeps a unit per sequence and KV head for the threads to
 /// share, and the runs do not depend on the thread count.
 fn attendRange(comptime T: type, job: *const Job(T), unit_begin: usize, unit_end: usize) void {
     for (unit_begin..unit_end) |u| {
         const t = u / job.kv_heads;
         const g = u % job.kv_heads;
-        if (t % tokens_per_tile != 0 and sameRun(T, job, t - 1, t)) continue;
+        if (t % tokens_per_run != 0 and sameRun(T, job, t - 1, t)) continue;
         var n: usize = 1;
-        while (t + n < job.tokens and (t + n) % tokens_per_tile != 0 and sameRun(T, job, t, t + n)) n += 1;
+        while (t + n < job.tokens and (t + n) % tokens_per_run != 0 and sameRun(T, job, t, t + n)) n += 1;
         attendRunAny(T, job, t, n, g);
     }
 }
