@@ -39,8 +39,8 @@
 //! tokens at depth D reads its K and V about T·heads / 8 times instead of T·kv_heads.
 //! Each row is computed the same way whatever the rows beside it and the thread count.
 //! The only scratch is a fixed stack frame per worker (the scores of up to
-//! `score_capacity` keys for `rows_per_pass` rows, 256 KiB, and 16 KiB of lane
-//! accumulators): nothing is allocated. Longer contexts recompute scores per window of
+//! `score_capacity` keys for `rows_per_pass` rows, 256 KiB, 16 KiB of lane
+//! accumulators and 8 KiB of K rows converted for a group of keys): nothing is allocated. Longer contexts recompute scores per window of
 //! keys.
 const std = @import("std");
 const simd = @import("simd.zig");
@@ -238,23 +238,93 @@ inline fn prefetchKey(comptime T: type, base: [*]const T, layout: *const Layout,
 /// Scores·scale of `count` virtual keys from index `p0` for the unit's rows r0..r0+n_rows
 /// into those rows of its `scores`; -inf where masked or past a row's own keys. With
 /// `prefetch_v` the V rows of the same keys are prefetched too (for the kqv pass that
-/// follows).
+/// follows). In tinyBLAS's order (`gemm`) whole groups of `keys_per_group` unmasked keys
+/// take `scoreGroup`, the same bits in fewer operations.
 fn fillScores(comptime T: type, comptime mode: Mode, comptime head_dim_fixed: ?usize, job: *const Job(T), unit: anytype, prefetch_v: bool, r0: usize, n_rows: usize, p0: usize, count: usize) void {
     const head_dim = head_dim_fixed orelse job.head_dim;
     const kv_dim = job.kv_heads * head_dim;
     const layout = &unit.layout;
-    for (0..count) |i| {
+    const grouped = mode == .gemm and head_dim % lanes == 0 and head_dim <= group_head_dim_max;
+    var i: usize = 0;
+    while (i < count) {
+        if (grouped and i + keys_per_group <= count and p0 + i >= layout.lead) {
+            // All the group's keys are past the masked lead: each has a ring row.
+            for (0..keys_per_group) |k| {
+                prefetchKey(T, unit.k_base, layout, p0 + i + k + prefetch_keys_ahead, kv_dim, head_dim);
+                if (prefetch_v) prefetchKey(T, unit.v_base, layout, p0 + i + k + prefetch_keys_ahead, kv_dim, head_dim);
+            }
+            scoreGroup(T, head_dim_fixed, job, unit, r0, n_rows, p0, i);
+            i += keys_per_group;
+            continue;
+        }
         const vi = p0 + i;
         prefetchKey(T, unit.k_base, layout, vi + prefetch_keys_ahead, kv_dim, head_dim);
         if (prefetch_v) prefetchKey(T, unit.v_base, layout, vi + prefetch_keys_ahead, kv_dim, head_dim);
+        i += 1;
         const row = layout.rowOf(vi) orelse {
-            for (r0..r0 + n_rows) |r| unit.scores[r][i] = -std.math.inf(f32);
+            for (r0..r0 + n_rows) |r| unit.scores[r][vi - p0] = -std.math.inf(f32);
             continue;
         };
         const k = unit.k_base + row * kv_dim;
         for (r0..r0 + n_rows) |r| {
-            unit.scores[r][i] = if (vi < unit.len[r]) score(T, mode, (&unit.q[r]).ptr, k, head_dim) * job.scale else -std.math.inf(f32);
+            unit.scores[r][vi - p0] = if (vi < unit.len[r]) score(T, mode, (&unit.q[r]).ptr, k, head_dim) * job.scale else -std.math.inf(f32);
         }
+    }
+}
+
+/// Keys whose tinyBLAS scores `scoreGroup` computes together: their lane trees run as
+/// one transposed tree, the 8 sums in one vector (in 256-bit registers 15 adds and 15
+/// shuffles for the 8 keys, against 4 adds and 3 shuffles per key alone, each a step of
+/// one key's dependency chain).
+const keys_per_group = 8;
+/// Widest head `scoreGroup` takes: its converted K rows are 8 KiB on the worker's stack.
+const group_head_dim_max = 256;
+
+/// `score` in the `gemm` order × `job.scale` of the unit's rows r0..r0+n_rows against
+/// virtual keys p0 + i .. + keys_per_group (all unmasked; -inf past a row's own keys),
+/// into `scores[r][i..]`. Each K row is converted once for all the rows; per key and row
+/// the fused multiply-add chain is `score`'s and the lane tree `laneSum`'s (the same
+/// pairs added in the same order, 8 keys side by side), so every score has its bits.
+fn scoreGroup(comptime T: type, comptime head_dim_fixed: ?usize, job: *const Job(T), unit: anytype, r0: usize, n_rows: usize, p0: usize, i: usize) void {
+    const head_dim = head_dim_fixed orelse job.head_dim;
+    const kv_dim = job.kv_heads * head_dim;
+    const V8 = @Vector(8, f32);
+    var k32: [keys_per_group][group_head_dim_max]f32 align(64) = undefined;
+    for (0..keys_per_group) |key| {
+        const k = unit.k_base + unit.layout.rowOf(p0 + i + key).? * kv_dim;
+        var d: usize = 0;
+        while (d < head_dim) : (d += lanes) simd.storeF32(lanes, k32[key][d..].ptr, simd.loadAsF32(T, lanes, k + d));
+    }
+    const key_index = std.simd.iota(usize, keys_per_group) + @as(@Vector(keys_per_group, usize), @splat(p0 + i));
+    for (r0..r0 + n_rows) |r| {
+        const q = (&unit.q[r]).ptr;
+        // Level 1 of each key's tree (lane j + lane j + 8), four keys at a time.
+        var a: [keys_per_group]V8 = undefined;
+        inline for (0..2) |half| {
+            var acc: [4]V16 = @splat(@splat(0));
+            var d: usize = 0;
+            while (d < head_dim) : (d += lanes) {
+                const qv = simd.loadAsF32(f32, lanes, q + d);
+                inline for (0..4) |j| acc[j] = @mulAdd(V16, simd.loadAsF32(f32, lanes, k32[4 * half + j][d..].ptr), qv, acc[j]);
+            }
+            inline for (0..4) |j| a[4 * half + j] = @shuffle(f32, acc[j], undefined, std.simd.iota(i32, 8)) +
+                @shuffle(f32, acc[j], undefined, std.simd.iota(i32, 8) + @as(@Vector(8, i32), @splat(8)));
+        }
+        // Level 2 (lanes j + j + 4): keys 2m and 2m + 1 in the two 128-bit halves.
+        var b: [4]V8 = undefined;
+        inline for (0..4) |m| b[m] = @shuffle(f32, a[2 * m], a[2 * m + 1], [8]i32{ 0, 1, 2, 3, -1, -2, -3, -4 }) +
+            @shuffle(f32, a[2 * m], a[2 * m + 1], [8]i32{ 4, 5, 6, 7, -5, -6, -7, -8 });
+        // Level 3 (lanes j + j + 2): c[n] = keys 4n, 4n + 2 | 4n + 1, 4n + 3, two lanes each.
+        var c: [2]V8 = undefined;
+        inline for (0..2) |n| c[n] = @shuffle(f32, b[2 * n], b[2 * n + 1], [8]i32{ 0, 1, -1, -2, 4, 5, -5, -6 }) +
+            @shuffle(f32, b[2 * n], b[2 * n + 1], [8]i32{ 2, 3, -3, -4, 6, 7, -7, -8 });
+        // Level 4 (lane 0 + lane 1): keys 0, 2, 4, 6 | 1, 3, 5, 7.
+        const sums = @shuffle(f32, c[0], c[1], [8]i32{ 0, 2, -1, -3, 4, 6, -5, -7 }) +
+            @shuffle(f32, c[0], c[1], [8]i32{ 1, 3, -2, -4, 5, 7, -6, -8 });
+        const in_order = @shuffle(f32, sums, undefined, [8]i32{ 0, 4, 1, 5, 2, 6, 3, 7 });
+        const visible = key_index < @as(@Vector(keys_per_group, usize), @splat(unit.len[r]));
+        const out = @select(f32, visible, in_order * @as(V8, @splat(job.scale)), @as(V8, @splat(-std.math.inf(f32))));
+        unit.scores[r][i..][0..keys_per_group].* = out;
     }
 }
 
