@@ -40,8 +40,8 @@
 //! Each row is computed the same way whatever the rows beside it and the thread count.
 //! The only scratch is a fixed stack frame per worker (the scores of up to
 //! `score_capacity` keys for `rows_per_pass` rows, 256 KiB, 16 KiB of lane
-//! accumulators and 8 KiB of K rows converted for a group of keys): nothing is allocated. Longer contexts recompute scores per window of
-//! keys.
+//! accumulators and 8 KiB of K rows converted for a group of keys): nothing is
+//! allocated. Longer contexts recompute scores per window of keys.
 const std = @import("std");
 const simd = @import("simd.zig");
 const pool_zig = @import("pool.zig");
