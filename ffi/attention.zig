@@ -247,28 +247,26 @@ fn fillScores(comptime T: type, comptime mode: Mode, comptime head_dim_fixed: ?u
     const grouped = mode == .gemm and head_dim % lanes == 0 and head_dim <= group_head_dim_max;
     var i: usize = 0;
     while (i < count) {
-        if (grouped and i + keys_per_group <= count and p0 + i >= layout.lead) {
-            // All the group's keys are past the masked lead: each has a ring row.
-            for (0..keys_per_group) |k| {
-                prefetchKey(T, unit.k_base, layout, p0 + i + k + prefetch_keys_ahead, kv_dim, head_dim);
-                if (prefetch_v) prefetchKey(T, unit.v_base, layout, p0 + i + k + prefetch_keys_ahead, kv_dim, head_dim);
-            }
+        // A group's keys are all past the masked lead: each has a ring row.
+        const step: usize = if (grouped and i + keys_per_group <= count and p0 + i >= layout.lead) keys_per_group else 1;
+        for (p0 + i..p0 + i + step) |vi| {
+            prefetchKey(T, unit.k_base, layout, vi + prefetch_keys_ahead, kv_dim, head_dim);
+            if (prefetch_v) prefetchKey(T, unit.v_base, layout, vi + prefetch_keys_ahead, kv_dim, head_dim);
+        }
+        if (step == keys_per_group) {
             scoreGroup(T, head_dim_fixed, job, unit, r0, n_rows, p0, i);
-            i += keys_per_group;
-            continue;
+        } else {
+            const vi = p0 + i;
+            if (layout.rowOf(vi)) |row| {
+                const k = unit.k_base + row * kv_dim;
+                for (r0..r0 + n_rows) |r| {
+                    unit.scores[r][i] = if (vi < unit.len[r]) score(T, mode, (&unit.q[r]).ptr, k, head_dim) * job.scale else -std.math.inf(f32);
+                }
+            } else for (r0..r0 + n_rows) |r| {
+                unit.scores[r][i] = -std.math.inf(f32);
+            }
         }
-        const vi = p0 + i;
-        prefetchKey(T, unit.k_base, layout, vi + prefetch_keys_ahead, kv_dim, head_dim);
-        if (prefetch_v) prefetchKey(T, unit.v_base, layout, vi + prefetch_keys_ahead, kv_dim, head_dim);
-        i += 1;
-        const row = layout.rowOf(vi) orelse {
-            for (r0..r0 + n_rows) |r| unit.scores[r][vi - p0] = -std.math.inf(f32);
-            continue;
-        };
-        const k = unit.k_base + row * kv_dim;
-        for (r0..r0 + n_rows) |r| {
-            unit.scores[r][vi - p0] = if (vi < unit.len[r]) score(T, mode, (&unit.q[r]).ptr, k, head_dim) * job.scale else -std.math.inf(f32);
-        }
+        i += step;
     }
 }
 
