@@ -452,6 +452,21 @@ pub const Q8_K = struct {
     }
 };
 
+/// Q8_K with each block's 256 quants in the order of `Q6_K.Planes`' levels
+/// (`Q6_K.planes_order`): the activations of `Q6_KPlanes`, so its kernels load a
+/// vector of levels and the matching vector of activations. d and bsums as Q8_K's.
+pub const Q8_KP = struct {
+    pub const name = "q8_K_planes";
+    pub const block_elems: usize = qk_k;
+    pub const Block = Q8_K.Block;
+
+    /// `Q8_K.quantizeRow`, each block's quants then put in planes order.
+    pub fn quantizeRow(x: []const f32, y: []align(1) Block) void {
+        Q8_K.quantizeRow(x, y);
+        for (y) |*b| b.qs = Q6_K.toPlanesOrder(i8, b.qs);
+    }
+};
+
 // ---------------------------------------------------------------------------
 // SIMD primitives. A "chunk" is 64 consecutive elements of a super-block: 64 unsigned
 // weight levels u (or |w| for IQ4_XS), the matching 64 activation bytes s, and one i16
@@ -1948,10 +1963,11 @@ pub const Q6_K = struct {
     pub const block_elems: usize = qk_k;
     pub const Block = extern struct { ql: [qk_k / 2]u8, qh: [qk_k / 4]u8, scales: [qk_k / 16]i8, d: f16 };
     /// A block with its 6-bit levels recoded in byte planes (`Q6_KPlanes`, an AVX2
-    /// load-time layout): per 128-element half h and 32-element part p < 3, byte i of
-    /// `x[h][p]` holds the level of element 128h + 32p + i in its low 6 bits, and in its
-    /// top 2 bits 2 bits of the level of element 128h + 96 + i (bits 2p, 2p + 1). Part 3
-    /// is put together from the three top bit pairs; parts 0-2 are one `and` each.
+    /// load-time layout), in `planes_order`: per 128-element half h the levels come as
+    /// four 32-byte vectors (positions 128h + 32q + i, q < 4), and for q < 3 byte i of
+    /// `x[h][q]` holds vector q's level i in its low 6 bits and, in its top 2 bits, bits
+    /// 2q and 2q + 1 of vector 3's level i. Vector 3 is put together from the three top
+    /// bit pairs; vectors 0-2 are one `and` each.
     pub const Planes = extern struct { x: [2][3][32]u8, scales: [qk_k / 16]i8, d: f16 };
     comptime {
         std.debug.assert(@sizeOf(Block) == 210 and @sizeOf(Planes) == 210);
@@ -1959,13 +1975,84 @@ pub const Q6_K = struct {
     pub const Act = Q8_K;
     const Acc = GgmlShiftAcc(5);
 
+    /// The element (0..255) at each position of `Planes`' level order, chosen so that
+    /// the AVX2 kernel (`blockLanesAvx2`) needs one scale vector per two vpmaddubsw
+    /// (4 per block, against 8 in ggml's order) and still sums each i32 lane exactly as
+    /// ggml's `ggml_vec_dot_q6_K_q8_K` does. Vectors 2j and 2j + 1 go through vpmaddubsw,
+    /// their i16 pairs are added (|4 levels × quants| ≤ 4·63·128 < 2^15) and then go
+    /// through one vpmaddwd, so in byte b of vector 2j + t:
+    /// - the 128-bit lane π = b / 16 is i32 lanes 4π..4π+3: ggml's lane 4π + g sums
+    ///   positions 4g..4g+3 of the sub-blocks of parity π (even sub-blocks low, odd high);
+    /// - i = (b % 16) / 2 is the i16 pair: i32 lane g = i / 2, and its two i16 halves
+    ///   ρ = i % 2 take sub-blocks 4j + π (ρ = 0) and 4j + π + 2 (ρ = 1);
+    /// - the 4 positions 4g..4g+3 of a sub-block are split over t and the byte b % 2.
+    /// So element 16k + m with k = 4j + π + 2ρ, m = 4g + 2t + b % 2. Half h holds
+    /// sub-blocks 8h..8h+7 (vectors 4h..4h+3, j = 2h, 2h + 1).
+    pub const planes_order: [qk_k]u8 = blk: {
+        var order: [qk_k]u8 = undefined;
+        for (0..8) |v| {
+            for (0..32) |b| {
+                const j = v / 2;
+                const t = v % 2;
+                const pi = b / 16;
+                const i = (b % 16) / 2;
+                const k = 4 * j + pi + 2 * (i % 2);
+                const m = 4 * (i / 2) + 2 * t + b % 2;
+                order[32 * v + b] = 16 * k + m;
+            }
+        }
+        break :blk order;
+    };
+
+    /// `x` (a block's 256 values in element order) in `planes_order`: one shuffle per
+    /// 128-element half (each half's positions hold that half's elements).
+    pub fn toPlanesOrder(comptime E: type, x: [qk_k]E) [qk_k]E {
+        return shuffleHalves(E, x, comptime halfMasks(false));
+    }
+
+    /// `x` in `planes_order` back in element order (the inverse of `toPlanesOrder`).
+    pub fn fromPlanesOrder(comptime E: type, x: [qk_k]E) [qk_k]E {
+        return shuffleHalves(E, x, comptime halfMasks(true));
+    }
+
+    fn shuffleHalves(comptime E: type, x: [qk_k]E, comptime masks: [2][qk_k / 2]i32) [qk_k]E {
+        var out: [qk_k]E = undefined;
+        inline for (0..2) |h| {
+            const half: @Vector(qk_k / 2, E) = x[qk_k / 2 * h ..][0 .. qk_k / 2].*;
+            out[qk_k / 2 * h ..][0 .. qk_k / 2].* = @shuffle(E, half, undefined, masks[h]);
+        }
+        return out;
+    }
+
+    /// `planes_order` (or its inverse) as a shuffle mask per half.
+    fn halfMasks(comptime inverse: bool) [2][qk_k / 2]i32 {
+        @setEvalBranchQuota(10_000);
+        var masks: [2][qk_k / 2]i32 = undefined;
+        for (planes_order, 0..) |e, p| {
+            std.debug.assert(e / (qk_k / 2) == p / (qk_k / 2));
+            if (inverse) {
+                masks[e / (qk_k / 2)][e % (qk_k / 2)] = @intCast(p % (qk_k / 2));
+            } else {
+                masks[p / (qk_k / 2)][p % (qk_k / 2)] = @intCast(e % (qk_k / 2));
+            }
+        }
+        return masks;
+    }
+
     /// `b` recoded in planes (the same levels, scales and d).
     pub fn planesOf(b: *align(1) const Block) Planes {
-        var out: Planes = .{ .x = undefined, .scales = b.scales, .d = b.d };
+        var levels: [qk_k]u8 = undefined;
         inline for (0..2) |h| {
             const u = parts(b, h);
-            inline for (0..3) |p| {
-                out.x[h][p] = u[p] | (((u[3] >> @splat(2 * p)) & @as(U8x32, @splat(3))) << @splat(6));
+            inline for (0..4) |q| levels[128 * h + 32 * q ..][0..32].* = u[q];
+        }
+        const ordered = toPlanesOrder(u8, levels);
+        var out: Planes = .{ .x = undefined, .scales = b.scales, .d = b.d };
+        inline for (0..2) |h| {
+            const last: U8x32 = ordered[128 * h + 96 ..][0..32].*;
+            inline for (0..3) |q| {
+                const u: U8x32 = ordered[128 * h + 32 * q ..][0..32].*;
+                out.x[h][q] = u | (((last >> @splat(2 * q)) & @as(U8x32, @splat(3))) << @splat(6));
             }
         }
         return out;
@@ -1973,16 +2060,24 @@ pub const Q6_K = struct {
 
     /// The ggml block of planes `p` (the inverse of `planesOf`).
     pub fn blockOfPlanes(p: *align(1) const Planes) Block {
+        var ordered: [qk_k]u8 = undefined;
+        for (0..2) |h| {
+            for (0..32) |i| {
+                var last: u8 = 0;
+                for (0..3) |q| {
+                    const byte = p.x[h][q][i];
+                    ordered[128 * h + 32 * q + i] = byte & 0x3F;
+                    last |= (byte >> 6) << @intCast(2 * q);
+                }
+                ordered[128 * h + 96 + i] = last;
+            }
+        }
+        const levels = fromPlanesOrder(u8, ordered);
         var out: Block = .{ .ql = undefined, .qh = @splat(0), .scales = p.scales, .d = p.d };
         for (0..2) |h| {
             for (0..32) |i| {
                 var u: [4]u8 = undefined;
-                u[3] = 0;
-                for (0..3) |k| {
-                    const byte = p.x[h][k][i];
-                    u[k] = byte & 0x3F;
-                    u[3] |= (byte >> 6) << @intCast(2 * k);
-                }
+                for (0..4) |k| u[k] = levels[128 * h + 32 * k + i];
                 out.ql[64 * h + i] = (u[0] & 0xF) | ((u[2] & 0xF) << 4);
                 out.ql[64 * h + 32 + i] = (u[1] & 0xF) | ((u[3] & 0xF) << 4);
                 for (0..4) |k| out.qh[32 * h + i] |= (u[k] >> 4) << @intCast(2 * k);
@@ -2088,8 +2183,10 @@ pub const Q6_K = struct {
     pub const vecDotTileTiled = kernels.vecDotTileTiled;
     pub const vecDotTiled = kernels.vecDotTiled;
 
-    /// One super-block's contribution to `dot`; `b` points at a `Block` or at `Planes`.
+    /// One super-block's contribution to `dot`; `b` points at a `Block` or at `Planes`
+    /// (then `ab` is in planes order: `Q8_KP`).
     inline fn blockDot(comptime path: Path, b: anytype, ab: *align(1) const Act.Block, dot: anytype) void {
+        if (comptime isPlanes(@TypeOf(b))) return blockDotPlanes(path, b, ab, dot);
         if (comptime path == .avx2 and @hasDecl(@TypeOf(dot.*), "add8")) return blockDotAvx2(b, ab, dot);
         const sc8: @Vector(16, i8) = b.scales;
         const sc16: @Vector(16, i16) = sc8;
@@ -2097,25 +2194,30 @@ pub const Q6_K = struct {
         const sub = maddwd16(path, ab.bsums, sc16);
         var acc: I32x16 = @splat(0);
         inline for (0..2) |h| {
-            const u_lo: U8x64, const u_hi: U8x64 = if (comptime isPlanes(@TypeOf(b))) blk: {
-                const u = parts(b, h);
-                break :blk .{ concat(u8, 32, u[0], u[1]), concat(u8, 32, u[2], u[3]) };
-            } else blk: {
-                const ql: U8x64 = loadBytes(64, b.ql[64 * h ..][0..64]);
-                const qh: U8x32 = loadBytes(32, b.qh[32 * h ..][0..32]);
-                const qh64 = concat(u8, 32, qh, qh >> @splat(2));
-                const three: U8x64 = @splat(3);
-                break :blk .{
-                    (ql & @as(U8x64, @splat(0xF))) | ((qh64 & three) << @splat(4)),
-                    (ql >> @splat(4)) | (((qh64 >> @splat(4)) & three) << @splat(4)),
-                };
-            };
+            const ql: U8x64 = loadBytes(64, b.ql[64 * h ..][0..64]);
+            const qh: U8x32 = loadBytes(32, b.qh[32 * h ..][0..32]);
+            const qh64 = concat(u8, 32, qh, qh >> @splat(2));
+            const three: U8x64 = @splat(3);
+            const u_lo = (ql & @as(U8x64, @splat(0xF))) | ((qh64 & three) << @splat(4));
+            const u_hi = (ql >> @splat(4)) | (((qh64 >> @splat(4)) & three) << @splat(4));
             acc = chunkDot(path, acc, u_lo, actChunk(ab, 2 * h), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h)));
             acc = chunkDot(path, acc, u_hi, actChunk(ab, 2 * h + 1), @shuffle(i16, sc16, undefined, scaleMask(16, 16, 2 * h + 1)));
         }
         if (@hasDecl(@TypeOf(dot.*), "addTiled")) return dot.addTiled(acc, sub, f16f(b.d), ab.d);
         const d = ab.d * f16f(b.d);
         dot.add(acc, d, sub, d * 32);
+    }
+
+    /// `blockDot` of a `Planes` block `b` against `ab` in planes order, through
+    /// `blockLanesAvx2` (planes are an AVX2 layout): its 8 lanes are ggml's, so `add8`
+    /// follows; the tiled order needs only their exact total.
+    inline fn blockDotPlanes(comptime path: Path, b: *align(1) const Planes, ab: *align(1) const Act.Block, dot: anytype) void {
+        if (comptime path != .avx2) @compileError("Q6_K planes are computed on the AVX2 path only");
+        const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
+        const lanes = blockLanesAvx2(1, b, .{ab})[0];
+        const sub = maddwd256(ab.bsums, sc16);
+        if (@hasDecl(@TypeOf(dot.*), "addTiled")) return dot.addTiled(concat(i32, 8, lanes, @as(I32x8, @splat(0))), sub, f16f(b.d), ab.d);
+        dot.add8(lanes, ab.d * f16f(b.d), sub);
     }
 
     /// `blockDot` in 256-bit registers (AVX2 has 16 of them; the 512-bit-shaped code spilled):
@@ -2133,8 +2235,9 @@ pub const Q6_K = struct {
         return @typeInfo(P).pointer.child == Planes;
     }
 
-    /// The four 32-element parts (levels 0..63, elements in order) of half `h` of the
-    /// block at `b` (a `Block` or `Planes`).
+    /// The four 32-element parts (levels 0..63) of half `h` of the block at `b`: for a
+    /// `Block` elements 128h + 32q + i in order, for `Planes` positions 128h + 32q + i of
+    /// `planes_order`.
     inline fn parts(b: anytype, comptime h: usize) [4]U8x32 {
         if (comptime isPlanes(@TypeOf(b))) {
             const six: U8x32 = @splat(0x3F);
@@ -2162,6 +2265,16 @@ pub const Q6_K = struct {
         };
     }
 
+    /// Sub-block indices 0, 2, ..., 14 then 1, 3, ..., 15.
+    fn parityMask() [16]i32 {
+        var m: [16]i32 = undefined;
+        for (0..8) |i| {
+            m[i] = @intCast(2 * i);
+            m[8 + i] = @intCast(2 * i + 1);
+        }
+        return m;
+    }
+
     /// Scales 0-7 (half h = 0) and 8-15 (h = 1), each in both 128-bit lanes: the
     /// tables `pairBroadcastMask`'s vpshufb picks a part's two scales from.
     inline fn halvesBroadcast(sc16: I16x16) [2]I16x16 {
@@ -2182,14 +2295,33 @@ pub const Q6_K = struct {
         return m;
     }
 
-    /// Block `b` (a `Block` or `Planes`) against T activation blocks `ab`, in 256-bit
-    /// registers: per token the 8 exact i32 lanes Σ scale·level·a (before the −32·bsums
-    /// term); the levels and the scale vectors are put together once for all the tokens.
-    /// The integers of the GEMV (`blockDotAvx2`, T = 1) and of both AVX2 tiles.
+    /// Block `b` (a `Block` or `Planes`) against T activation blocks `ab` (for `Planes`
+    /// in planes order), in 256-bit registers: per token the 8 exact i32 lanes
+    /// Σ scale·level·a of ggml's AVX2 kernel (before the −32·bsums term); the levels and
+    /// the scale vectors are put together once for all the tokens. The integers of the
+    /// GEMV (T = 1) and of both AVX2 tiles.
     inline fn blockLanesAvx2(comptime T: usize, b: anytype, ab: [T]*align(1) const Act.Block) [T]I32x8 {
+        var acc: [T]I32x8 = @splat(@splat(0));
+        if (comptime isPlanes(@TypeOf(b))) {
+            // See `planes_order`: the scales of the even sub-blocks in the low 128-bit
+            // lane, of the odd ones in the high lane; i32 lane j of each lane (vpshufd)
+            // scales vectors 2j and 2j + 1.
+            const by_parity: I16x16 = @shuffle(i8, @as(@Vector(16, i8), b.scales), undefined, parityMask());
+            inline for (0..2) |h| {
+                const u = parts(b, h);
+                inline for (0..2) |jj| {
+                    const j = 2 * h + jj;
+                    const scale: I16x16 = @bitCast(@shuffle(i32, @as(I32x8, @bitCast(by_parity)), undefined, [8]i32{ j, j, j, j, j + 4, j + 4, j + 4, j + 4 }));
+                    inline for (0..T) |t| {
+                        const pairs = maddubs256(u[2 * jj], actHalf(ab[t], 2 * j)) +% maddubs256(u[2 * jj + 1], actHalf(ab[t], 2 * j + 1));
+                        acc[t] += maddwd256(pairs, scale);
+                    }
+                }
+            }
+            return acc;
+        }
         const sc16: I16x16 = @as(@Vector(16, i8), b.scales);
         const sc_bcast = halvesBroadcast(sc16);
-        var acc: [T]I32x8 = @splat(@splat(0));
         inline for (0..2) |h| {
             const u = parts(b, h);
             inline for (0..4) |part| {
@@ -2331,12 +2463,17 @@ pub const Q6_K = struct {
 /// vector operations that put 128 levels together. `vecDotRows` over 2048-wide rows on
 /// the Zen 3 host, one thread, Q6_K and planes alternating in one process, best of
 /// passes in 4 rounds, GB/s: 128 rows (in L2) 21.3-24.6 → 22.7-26.9, 65536 rows (from
-/// memory) 13.8-18.4 → 15.0-19.6.
+/// memory) 13.8-18.4 → 15.0-19.6. Its levels and its activations (`Q8_KP`) are in
+/// `Q6_K.planes_order`, which halves the scale vectors and the vpmaddwd of a block:
+/// same host, ggml's order and this one alternating in 4 processes each, 2048-wide
+/// rows at 1 thread, medians of 5 passes, GB/s: 2048 rows (in L3) 23.0-23.6 → 26.7-26.9,
+/// 65536 rows (from memory) 19.9-20.2 → 19.9-21.3; the 1B Q4_K_M's 2048 × 8192
+/// `ffn_down` at 64 tokens 22.3-26.6 → 20.7-23.3 ms (3 processes each).
 pub const Q6_KPlanes = struct {
     pub const name = "Q6_Kp";
     pub const block_elems: usize = qk_k;
     pub const Block = Q6_K.Planes;
-    pub const Act = Q8_K;
+    pub const Act = Q8_KP;
 
     const kernels = Q6KKernels(Block);
     pub const vecDot = kernels.vecDot;

@@ -88,7 +88,9 @@ pub const Q4_1xN = Interleaved(legacy.Q4_1, legacy.Q4_1.WideAct);
 
 /// Q6_K with each block's levels recoded in byte planes (`kquant.Q6_K.Planes`), where
 /// the Q6_K kernel is the AVX2 one: the GEMV puts 128 levels together in 11 vector
-/// operations rather than 17 (`kquant.Q6_KPlanes`), with the same bits in every order.
+/// operations rather than 17, and with the levels (and the activations) in
+/// `kquant.Q6_K.planes_order` a block takes 4 scale vectors and 4 vpmaddwd rather than
+/// 8 and 8 (`kquant.Q6_KPlanes`), with the same bits in every order.
 /// Rows stay contiguous blocks: any row count, and rows can be looked up, so a tied
 /// Q6_K LM head (most Q4_K_M files) serves as the token embedding too.
 pub const Q6_Kp = struct {
