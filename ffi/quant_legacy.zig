@@ -423,6 +423,11 @@ fn Legacy(comptime kind: Kind) type {
         }
 
         fn vecDotRowsOrder(comptime path: Path, comptime R: usize, comptime repacked: bool, w_rows: [R][]align(1) const Block, a: []align(1) const Act.Block) [R]f32 {
+            if (path == .avx2 and has_qh and !repacked) {
+                var out: [R]f32 = undefined;
+                inline for (0..R) |r| out[r] = rowQ5Avx2(w_rows[r], a);
+                return out;
+            }
             if (R == 1) return blockPairs(path, 1, repacked, w_rows, a);
             var out: [R]f32 = undefined;
             out[0 .. R / 2 * 2].* = tile(path, R / 2, 1, repacked, w_rows[0 .. R / 2 * 2].*, .{a})[0];
@@ -505,6 +510,56 @@ fn Legacy(comptime kind: Kind) type {
                 }
             }
             return out;
+        }
+
+        /// One Q5_0 or Q5_1 row on AVX2 as ggml's AVX2 `vec_dot` runs it: a block (32
+        /// elements) per 256-bit vector, its 5th bits spread to bytes by one vpshufb of the
+        /// broadcast `qh`, then vpmaddubsw (Q5_0: minus 16·a, the same exact pairs) and
+        /// vpmaddwd by ones: lane k holds elements 4k..4k+3, as in `pairLanes`, so the
+        /// fused multiply-adds and the final sum are `blockPairs`' bits. Rows go one after
+        /// another, each read front to back (`rowPairs` put two rows in a vector and built
+        /// their 64 high bits with scalar shifts: 11 of about 30 operations per block).
+        fn rowQ5Avx2(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+            const n = a.len;
+            std.debug.assert(w.len == n);
+            const low4: @Vector(16, u8) = @splat(0x0F);
+            // Byte k of the broadcast qh word is bits 8k..8k+7: element e takes byte e / 8
+            // and tests bit e % 8.
+            const spread: @Vector(32, u8) = comptime blk: {
+                var m: [32]u8 = undefined;
+                for (0..32) |e| m[e] = e / 8;
+                break :blk m;
+            };
+            const bit: @Vector(32, u8) = comptime blk: {
+                var m: [32]u8 = undefined;
+                for (0..32) |e| m[e] = @as(u8, 1) << @intCast(e % 8);
+                break :blk m;
+            };
+            const ones: @Vector(16, i16) = @splat(1);
+            var acc: F32x8 = @splat(0);
+            var summs: f32 = 0;
+            for (w, a, 0..) |*wb, *ab, b| {
+                simd.prefetchAhead(@ptrCast(w.ptr), n * @sizeOf(Block), b * @sizeOf(Block), @sizeOf(Block));
+                const q: @Vector(16, u8) = wb.qs;
+                var u: @Vector(32, u8) = std.simd.join(q & low4, q >> @splat(4));
+                const qh: @Vector(32, u8) = @bitCast(@as(@Vector(8, u32), @splat(std.mem.readInt(u32, &wb.qh, .little))));
+                const set = (pshufb32(qh, spread) & bit) == bit;
+                u |= @select(u8, set, @as(@Vector(32, u8), @splat(0x10)), @as(@Vector(32, u8), @splat(0)));
+                const av: @Vector(32, i8) = ab.qs;
+                var pairs = maddubs(u, av);
+                if (offset != 0) pairs -%= maddubs(@splat(offset), av);
+                const lanes = asm ("vpmaddwd %[ones], %[p], %[out]"
+                    : [out] "=x" (-> @Vector(8, i32)),
+                    : [p] "x" (pairs),
+                      [ones] "x" (ones),
+                );
+                const dw: f32 = wb.d;
+                const da: f32 = ab.d;
+                acc = @mulAdd(F32x8, @splat(dw * da), @floatFromInt(lanes), acc);
+                if (has_min) summs = minTerm(wb.m, ab.s, summs);
+            }
+            const sum = simd.hsum(8, f32, acc);
+            return if (has_min) sum + summs else sum;
         }
 
         /// summs += m·s. GCC fuses it for llama.cpp's CPU backend, but the product of
