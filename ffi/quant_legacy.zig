@@ -760,11 +760,12 @@ fn Legacy(comptime kind: Kind) type {
         /// The 16-row kernel runs on AVX-512 VNNI.
         const has_wide16 = has_wide and has_vnni_path;
 
-        /// Q4_0's 8-row kernel on AVX2 without AVX-512 VNNI (the rows of llama.cpp's
-        /// `block_q4_0x8`, which its AVX2 build repacks to): one u32 lane of a 256-bit
-        /// vector per row, `vpmaddubsw`/`vpmaddwd` in place of `vpdpbusd`. Not IQ4_NL:
-        /// its unsigned codes (up to 241) would saturate `vpmaddubsw`'s i16 pairs.
-        const has_wide8 = kind == .q4_0 and !has_vnni_path and simd.has_avx2;
+        /// The 8-row kernel of Q4_0 and IQ4_NL on AVX2 without AVX-512 VNNI (the rows of
+        /// llama.cpp's `block_q4_0x8` and `block_iq4_nlx8`, which its AVX2 build repacks
+        /// to): one u32 lane of a 256-bit vector per row, `vpmaddubsw`/`vpmaddwd` in place
+        /// of `vpdpbusd` (IQ4_NL through the sign trick: its unsigned codes, up to 241,
+        /// would saturate `vpmaddubsw`'s i16 pairs).
+        const has_wide8 = (kind == .q4_0 or kind == .iq4_nl) and !has_vnni_path and simd.has_avx2;
 
         /// Q4_1's 8-row layout on AVX2 without AVX-512 VNNI (`q4_1Wide8`): the decode step
         /// of the real SmolLM2 file is mostly Q4_1 GEMVs, and 8 rows per block column
@@ -868,15 +869,19 @@ fn Legacy(comptime kind: Kind) type {
             return acc;
         }
 
-        /// `vecDotWideRepacked` on AVX2 (`has_wide8`): 8 Q4_0 rows × T tokens, the same
-        /// float steps as the 16-row kernel (element [t][r] bit-identical to
-        /// `vecDotRepacked(row r, a_rows[t])`). Per block and token, 8 `vpmaddubsw` of
-        /// the codes q (0..15) against the broadcast 4-byte activation groups, added in
+        /// `vecDotWideRepacked` on AVX2 (`has_wide8`): 8 Q4_0 or IQ4_NL rows × T tokens,
+        /// the same float steps as the 16-row kernel (element [t][r] bit-identical to
+        /// `vecDotRepacked(row r, a_rows[t])`). Q4_0, per block and token: 8 `vpmaddubsw`
+        /// of the codes q (0..15) against the broadcast 4-byte activation groups, added in
         /// i16 (8 pairs of |q·a| ≤ 15·127 each: below 2^15, exact), one `vpmaddwd` by ones
-        /// gives each row's Σq·a, minus 8·Σa, then acc = fma(sum, dw·da, acc). More than
-        /// 4 tokens run as tiles of 4 over the same rows (16 ymm registers: 8 code vectors
-        /// and 4 accumulators fit, 8 accumulators would not).
+        /// gives each row's Σq·a, minus 8·Σa, then acc = fma(sum, dw·da, acc). IQ4_NL: the
+        /// codebook values v (vpshufb) and |v| once per block; per token and group
+        /// `vpmaddubsw`(|v|, sign(a, v)) (pairs ≤ 2·127·127 < 2^15), widened by `vpmaddwd`
+        /// before the sum (two pairs could pass 2^15), as llama.cpp's AVX2 kernel. More
+        /// than 4 tokens run as tiles of 4 over the same rows (16 ymm registers: 8 code
+        /// vectors and 4 accumulators fit, 8 accumulators would not).
         fn wide8Tile(comptime T: usize, w: anytype, a_rows: anytype) [T][8]f32 {
+            if (kind == .iq4_nl) return wide8TileIq4nl(T, w, a_rows);
             if (T > 4) {
                 var out: [T][8]f32 = undefined;
                 out[0..4].* = wide8Tile(4, w, a_rows[0..4].*);
@@ -921,6 +926,62 @@ fn Legacy(comptime kind: Kind) type {
                     const sumi = dot -% @as(@Vector(8, i32), @splat(asum8[t]));
                     const da: F32x8 = @splat(@as(f32, ab.d));
                     acc[t] = @mulAdd(F32x8, @floatFromInt(sumi), dw * da, acc[t]);
+                }
+            }
+            var out: [T][8]f32 = undefined;
+            inline for (0..T) |t| out[t] = acc[t];
+            return out;
+        }
+
+        /// `wide8Tile` of IQ4_NL (see there).
+        fn wide8TileIq4nl(comptime T: usize, w: anytype, a_rows: anytype) [T][8]f32 {
+            if (T > 4) {
+                var out: [T][8]f32 = undefined;
+                out[0..4].* = wide8TileIq4nl(4, w, a_rows[0..4].*);
+                out[4..].* = wide8TileIq4nl(T - 4, w, a_rows[4..].*);
+                return out;
+            }
+            const U32x8 = @Vector(8, u32);
+            const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
+            const n = a_rows[0].len;
+            const base = wide.wideOperands(WideGroup, 8, w, a_rows);
+            var acc: [T]F32x8 = @splat(@splat(0));
+            const low4: U32x8 = @splat(0x0F0F0F0F);
+            const ones: @Vector(16, i16) = @splat(1);
+            for (0..n) |b| {
+                if (T <= 2) simd.prefetchSpanAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
+                const g: [4]U32x8, const dh: @Vector(8, f16) = if (grouped)
+                    .{ .{ w[b].qs[0], w[b].qs[1], w[b].qs[2], w[b].qs[3] }, w[b].d }
+                else
+                    wide8Block(w, b);
+                const dw: F32x8 = dh;
+                // v[k]: the values of elements 4k..4k+3 of each row (low nibbles), v[4 + k]
+                // of 16 + 4k..; mag[k] = |v[k]|.
+                var v: [8]@Vector(32, i8) = undefined;
+                var mag: [8]@Vector(32, u8) = undefined;
+                inline for (0..4) |k| {
+                    v[k] = @bitCast(pshufb32(iq4nl_table_i8, @bitCast(g[k] & low4)));
+                    v[4 + k] = @bitCast(pshufb32(iq4nl_table_i8, @bitCast((g[k] >> @splat(4)) & low4)));
+                }
+                inline for (0..8) |k| mag[k] = @abs(v[k]);
+                inline for (0..T) |t| {
+                    const ab = &a_rows[t][b];
+                    var dot: @Vector(8, i32) = @splat(0);
+                    inline for (0..8) |k| {
+                        const group: @Vector(32, i8) = @bitCast(@as(@Vector(8, i32), @splat(actGroup(ab, 4 * (k % 4) + 16 * (k / 4)))));
+                        const signed = asm ("vpsignb %[w], %[x], %[out]"
+                            : [out] "=x" (-> @Vector(32, i8)),
+                            : [x] "x" (group),
+                              [w] "x" (v[k]),
+                        );
+                        dot +%= asm ("vpmaddwd %[ones], %[p], %[out]"
+                            : [out] "=x" (-> @Vector(8, i32)),
+                            : [p] "x" (maddubs(mag[k], signed)),
+                              [ones] "x" (ones),
+                        );
+                    }
+                    const da: F32x8 = @splat(@as(f32, ab.d));
+                    acc[t] = @mulAdd(F32x8, @floatFromInt(dot), dw * da, acc[t]);
                 }
             }
             var out: [T][8]f32 = undefined;

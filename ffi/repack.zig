@@ -2,8 +2,8 @@
 //! whose rows come in groups of 16 can be stored with each block column of a group's
 //! 16 rows transposed into one `WideGroup` (each u32 lane one row), the layout the
 //! source type's 16-row wide kernel otherwise builds with shuffles every time it reads a
-//! block (Q4_0, IQ4_NL, Q4_K, on AVX-512 VNNI); on AVX2, Q4_0's and Q4_K's groups are
-//! 8 rows (their 256-bit kernels). Q4_1's groups are 4 rows on AVX-512 VNNI, the layout
+//! block (Q4_0, IQ4_NL, Q4_K, on AVX-512 VNNI); on AVX2, Q4_0's, IQ4_NL's and Q4_K's
+//! groups are 8 rows (their 256-bit kernels). Q4_1's groups are 4 rows on AVX-512 VNNI, the layout
 //! of its VNNI tile (`quant_q4_1_tile.Group`), and 8 rows on AVX2 (scales, mins, then
 //! each row pair's codes in one vector: `q4_1_tile_avx2.Group`). On AVX2 without AVX-512, F32, F16 and BF16 matrices take a
 //! layout too (`FloatGrouped`: 4-row groups of 8-column chunks, the float tile's shape),
@@ -76,8 +76,8 @@ fn Interleaved(comptime S: type, comptime A: type) type {
 /// Q4_0 interleaved: 16-row groups on AVX-512 VNNI, 8-row groups on AVX2 (the rows of
 /// each target's Q4_0 wide kernel; its name says which, "Q4_0x16" or "Q4_0x8").
 pub const Q4_0xN = Interleaved(legacy.Q4_0, act.Q8_0S);
-/// IQ4_NL interleaved (likewise; the same layout as Q4_0's).
-pub const IQ4_NLx16 = Interleaved(legacy.IQ4_NL, act.Q8_0S);
+/// IQ4_NL interleaved (likewise, "IQ4_NLx16" or "IQ4_NLx8"; the same layout as Q4_0's).
+pub const IQ4_NLxN = Interleaved(legacy.IQ4_NL, act.Q8_0S);
 /// Q4_K interleaved (likewise: 16-row groups on AVX-512 VNNI, 8-row ones on AVX2); its
 /// activations are Q4_K's own Q8_K.
 pub const Q4_KxN = Interleaved(kquant.Q4_K, kquant.Q8_K);
@@ -180,7 +180,7 @@ fn FloatGrouped(comptime S: type) type {
 
 /// The entries of this target: layouts of sources whose wide kernel runs here.
 const quant_entries = (if (legacy.Q4_0.wide_rows > 0) .{Q4_0xN} else .{}) ++
-    (if (legacy.IQ4_NL.wide_rows > 0) .{IQ4_NLx16} else .{}) ++
+    (if (legacy.IQ4_NL.wide_rows > 0) .{IQ4_NLxN} else .{}) ++
     (if (kquant.Q4_K.wide_rows > 0) .{Q4_KxN} else .{}) ++
     (if (legacy.Q4_1.wide_rows > 0) .{Q4_1xN} else .{});
 

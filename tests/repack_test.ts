@@ -27,19 +27,18 @@ const features = native.fn.dotllm_cpu_features();
 /** The layouts exist in AVX-512 builds on VNNI machines (the 16-row kernels), only there... */
 const hasLayout = (features & CpuFeature.builtAvx512) !== 0 &&
   (features & CpuFeature.avx512vnni) !== 0;
-/** ...but Q4_0's, Q4_K's and Q4_1's in every AVX2 build too (8-row groups, their 256-bit kernels). */
+/** ...but Q4_0's, IQ4_NL's, Q4_K's and Q4_1's in every AVX2 build too (8-row groups, their 256-bit kernels). */
 const hasQ4_0Layout = hasLayout || (features & CpuFeature.avx2) !== 0;
 /** Rows of a Q4_0 (and Q4_K) group here. */
 const q4_0Rows = hasLayout ? 16 : 8;
 /** Q6_K's recoded layout (byte planes) exists where its kernel is the AVX2 one. */
 const hasQ6Layout = (features & CpuFeature.avx2) !== 0 && !hasLayout;
-const layoutFor = (type: number) =>
-  type === GgmlType.IQ4_NL ? hasLayout : type === GgmlType.Q6_K ? hasQ6Layout : hasQ4_0Layout;
+const layoutFor = (type: number) => type === GgmlType.Q6_K ? hasQ6Layout : hasQ4_0Layout;
 /** The float layouts (4-row groups) exist where the float tile has 8 lanes: AVX2 builds without AVX-512. */
 const hasFloatLayout = (features & CpuFeature.avx2) !== 0 &&
   (features & CpuFeature.builtAvx512) === 0;
 
-Deno.test("the table has an IQ4_NL layout exactly on AVX-512 VNNI builds, Q4_0, Q4_K and Q4_1 ones on AVX2 too, Q6_K's on AVX2 only", () => {
+Deno.test("the table has Q4_0, IQ4_NL, Q4_K and Q4_1 layouts on AVX-512 VNNI and AVX2 builds, Q6_K's on AVX2 only", () => {
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 32, 64) > 0, hasQ4_0Layout);
   // A partial Q4_0 group (8-row groups on AVX2, 16-row ones on AVX-512 VNNI).
   assert.equal(
@@ -49,7 +48,11 @@ Deno.test("the table has an IQ4_NL layout exactly on AVX-512 VNNI builds, Q4_0, 
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_0, 20, 64), -1);
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_1, 32, 64) > 0, hasQ4_0Layout);
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_1, 34, 64), -1); // 4-row groups
-  assert.equal(native.fn.dotllm_repack_type(GgmlType.IQ4_NL, 32, 64) > 0, hasLayout);
+  assert.equal(native.fn.dotllm_repack_type(GgmlType.IQ4_NL, 32, 64) > 0, hasQ4_0Layout);
+  assert.equal(
+    native.fn.dotllm_repack_type(GgmlType.IQ4_NL, 24, 64) > 0,
+    hasQ4_0Layout && q4_0Rows === 8,
+  );
   assert.equal(native.fn.dotllm_repack_type(GgmlType.Q4_K, 32, 256) > 0, hasQ4_0Layout);
   assert.equal(
     native.fn.dotllm_repack_type(GgmlType.Q4_K, 24, 256) > 0,
