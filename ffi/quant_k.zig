@@ -2466,7 +2466,7 @@ pub const Q6_K = struct {
 /// memory) 13.8-18.4 → 15.0-19.6. Its levels and its activations (`Q8_KP`) are in
 /// `Q6_K.planes_order`, which halves the scale vectors and the vpmaddwd of a block:
 /// same host, ggml's order and this one alternating in 4 processes each, 2048-wide
-/// rows at 1 thread, medians of 5 passes, GB/s: 2048 rows (in L3) 23.0-23.6 → 26.7-26.9,
+/// rows at 1 thread, medians of 5 passes, GB/s: 2048 rows (in L3) 18.2-23.6 → 26.7-26.9,
 /// 65536 rows (from memory) 19.9-20.2 → 19.9-21.3; the 1B Q4_K_M's 2048 × 8192
 /// `ffn_down` at 64 tokens 22.3-26.6 → 20.7-23.3 ms (3 processes each).
 pub const Q6_KPlanes = struct {
