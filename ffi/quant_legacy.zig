@@ -535,7 +535,6 @@ fn Legacy(comptime kind: Kind) type {
                 for (0..32) |e| m[e] = @as(u8, 1) << @intCast(e % 8);
                 break :blk m;
             };
-            const ones: @Vector(16, i16) = @splat(1);
             var acc: F32x8 = @splat(0);
             var summs: f32 = 0;
             for (w, a, 0..) |*wb, *ab, b| {
@@ -548,11 +547,7 @@ fn Legacy(comptime kind: Kind) type {
                 const av: @Vector(32, i8) = ab.qs;
                 var pairs = maddubs(u, av);
                 if (offset != 0) pairs -%= maddubs(@splat(offset), av);
-                const lanes = asm ("vpmaddwd %[ones], %[p], %[out]"
-                    : [out] "=x" (-> @Vector(8, i32)),
-                    : [p] "x" (pairs),
-                      [ones] "x" (ones),
-                );
+                const lanes = maddwdOnes(pairs);
                 const dw: f32 = wb.d;
                 const da: f32 = ab.d;
                 acc = @mulAdd(F32x8, @splat(dw * da), @floatFromInt(lanes), acc);
@@ -881,7 +876,6 @@ fn Legacy(comptime kind: Kind) type {
         /// than 4 tokens run as tiles of 4 over the same rows (16 ymm registers: 8 code
         /// vectors and 4 accumulators fit, 8 accumulators would not).
         fn wide8Tile(comptime T: usize, w: anytype, a_rows: anytype) [T][8]f32 {
-            if (kind == .iq4_nl) return wide8TileIq4nl(T, w, a_rows);
             if (T > 4) {
                 var out: [T][8]f32 = undefined;
                 out[0..4].* = wide8Tile(4, w, a_rows[0..4].*);
@@ -894,7 +888,6 @@ fn Legacy(comptime kind: Kind) type {
             const base = wide.wideOperands(WideGroup, 8, w, a_rows);
             var acc: [T]F32x8 = @splat(@splat(0));
             const low4: U32x8 = @splat(0x0F0F0F0F);
-            const ones: @Vector(16, i16) = @splat(1);
             for (0..n) |b| {
                 // A GEMV streams the group's 8 rows: fetch ahead linearly (see
                 // `simd.prefetchSpanAhead`).
@@ -910,20 +903,21 @@ fn Legacy(comptime kind: Kind) type {
                     u[k] = @bitCast(g[k] & low4);
                     u[4 + k] = @bitCast((g[k] >> @splat(4)) & low4);
                 }
-                const asum8 = blockSumsTimesAvx2(T, wide_offset, a_rows, b);
+                // IQ4_NL: the codebook values, and u their magnitudes.
+                var v: [8]@Vector(32, i8) = undefined;
+                if (kind == .iq4_nl) {
+                    inline for (0..8) |k| {
+                        v[k] = @bitCast(pshufb32(iq4nl_table_i8, u[k]));
+                        u[k] = @abs(v[k]);
+                    }
+                }
+                const asum8 = if (kind == .q4_0) blockSumsTimesAvx2(T, wide_offset, a_rows, b) else undefined;
                 inline for (0..T) |t| {
                     const ab = &a_rows[t][b];
-                    var pairs: @Vector(16, i16) = @splat(0);
-                    inline for (0..8) |k| {
-                        const group: @Vector(8, i32) = @splat(actGroup(ab, 4 * (k % 4) + 16 * (k / 4)));
-                        pairs +%= maddubs(u[k], @bitCast(group));
-                    }
-                    const dot = asm ("vpmaddwd %[ones], %[p], %[out]"
-                        : [out] "=x" (-> @Vector(8, i32)),
-                        : [p] "x" (pairs),
-                          [ones] "x" (ones),
-                    );
-                    const sumi = dot -% @as(@Vector(8, i32), @splat(asum8[t]));
+                    const sumi = if (kind == .iq4_nl)
+                        wide8SignedDot(ab, u, v)
+                    else
+                        wide8UnsignedDot(ab, u) -% @as(@Vector(8, i32), @splat(asum8[t]));
                     const da: F32x8 = @splat(@as(f32, ab.d));
                     acc[t] = @mulAdd(F32x8, @floatFromInt(sumi), dw * da, acc[t]);
                 }
@@ -933,60 +927,43 @@ fn Legacy(comptime kind: Kind) type {
             return out;
         }
 
-        /// `wide8Tile` of IQ4_NL (see there).
-        fn wide8TileIq4nl(comptime T: usize, w: anytype, a_rows: anytype) [T][8]f32 {
-            if (T > 4) {
-                var out: [T][8]f32 = undefined;
-                out[0..4].* = wide8TileIq4nl(4, w, a_rows[0..4].*);
-                out[4..].* = wide8TileIq4nl(T - 4, w, a_rows[4..].*);
-                return out;
+        /// Each row's Σq·a of one block (`wide8Tile`, Q4_0): 8 `vpmaddubsw` of the codes
+        /// against the broadcast activation groups, summed in i16, one `vpmaddwd` by ones.
+        inline fn wide8UnsignedDot(ab: anytype, u: [8]@Vector(32, u8)) @Vector(8, i32) {
+            var pairs: @Vector(16, i16) = @splat(0);
+            inline for (0..8) |k| pairs +%= maddubs(u[k], @bitCast(wide8Group(ab, k)));
+            return maddwdOnes(pairs);
+        }
+
+        /// Each row's Σv·a of one block (`wide8Tile`, IQ4_NL): per group `vpmaddubsw` of
+        /// the magnitudes `mag` against the activations with the values' signs, widened
+        /// by `vpmaddwd` before the sum.
+        inline fn wide8SignedDot(ab: anytype, mag: [8]@Vector(32, u8), v: [8]@Vector(32, i8)) @Vector(8, i32) {
+            var dot: @Vector(8, i32) = @splat(0);
+            inline for (0..8) |k| {
+                const signed = asm ("vpsignb %[w], %[x], %[out]"
+                    : [out] "=x" (-> @Vector(32, i8)),
+                    : [x] "x" (wide8Group(ab, k)),
+                      [w] "x" (v[k]),
+                );
+                dot +%= maddwdOnes(maddubs(mag[k], signed));
             }
-            const U32x8 = @Vector(8, u32);
-            const grouped = comptime @TypeOf(w) == []align(1) const WideGroup;
-            const n = a_rows[0].len;
-            const base = wide.wideOperands(WideGroup, 8, w, a_rows);
-            var acc: [T]F32x8 = @splat(@splat(0));
-            const low4: U32x8 = @splat(0x0F0F0F0F);
+            return dot;
+        }
+
+        /// Activation group k of a `wide8Tile` block (elements 4k..4k+3, then 16 + 4k..)
+        /// broadcast to every row's lane.
+        inline fn wide8Group(ab: anytype, comptime k: usize) @Vector(32, i8) {
+            return @bitCast(@as(@Vector(8, i32), @splat(actGroup(ab, 4 * (k % 4) + 16 * (k / 4)))));
+        }
+
+        inline fn maddwdOnes(pairs: @Vector(16, i16)) @Vector(8, i32) {
             const ones: @Vector(16, i16) = @splat(1);
-            for (0..n) |b| {
-                if (T <= 2) simd.prefetchSpanAhead(base, 8 * n * @sizeOf(Block), b * @sizeOf(WideGroup), @sizeOf(WideGroup));
-                const g: [4]U32x8, const dh: @Vector(8, f16) = if (grouped)
-                    .{ .{ w[b].qs[0], w[b].qs[1], w[b].qs[2], w[b].qs[3] }, w[b].d }
-                else
-                    wide8Block(w, b);
-                const dw: F32x8 = dh;
-                // v[k]: the values of elements 4k..4k+3 of each row (low nibbles), v[4 + k]
-                // of 16 + 4k..; mag[k] = |v[k]|.
-                var v: [8]@Vector(32, i8) = undefined;
-                var mag: [8]@Vector(32, u8) = undefined;
-                inline for (0..4) |k| {
-                    v[k] = @bitCast(pshufb32(iq4nl_table_i8, @bitCast(g[k] & low4)));
-                    v[4 + k] = @bitCast(pshufb32(iq4nl_table_i8, @bitCast((g[k] >> @splat(4)) & low4)));
-                }
-                inline for (0..8) |k| mag[k] = @abs(v[k]);
-                inline for (0..T) |t| {
-                    const ab = &a_rows[t][b];
-                    var dot: @Vector(8, i32) = @splat(0);
-                    inline for (0..8) |k| {
-                        const group: @Vector(32, i8) = @bitCast(@as(@Vector(8, i32), @splat(actGroup(ab, 4 * (k % 4) + 16 * (k / 4)))));
-                        const signed = asm ("vpsignb %[w], %[x], %[out]"
-                            : [out] "=x" (-> @Vector(32, i8)),
-                            : [x] "x" (group),
-                              [w] "x" (v[k]),
-                        );
-                        dot +%= asm ("vpmaddwd %[ones], %[p], %[out]"
-                            : [out] "=x" (-> @Vector(8, i32)),
-                            : [p] "x" (maddubs(mag[k], signed)),
-                              [ones] "x" (ones),
-                        );
-                    }
-                    const da: F32x8 = @splat(@as(f32, ab.d));
-                    acc[t] = @mulAdd(F32x8, @floatFromInt(dot), dw * da, acc[t]);
-                }
-            }
-            var out: [T][8]f32 = undefined;
-            inline for (0..T) |t| out[t] = acc[t];
-            return out;
+            return asm ("vpmaddwd %[ones], %[p], %[out]"
+                : [out] "=x" (-> @Vector(8, i32)),
+                : [p] "x" (pairs),
+                  [ones] "x" (ones),
+            );
         }
 
         /// Q4_1 on AVX2: 8 rows (a slice of `WideGroup`s, q4_1_tile_avx2.zig's `Group`) ×
@@ -1259,12 +1236,7 @@ fn Legacy(comptime kind: Kind) type {
                 pairs = maddubs(u, av);
                 if (offset != 0) pairs -%= maddubs(@splat(offset), av);
             }
-            const ones: @Vector(16, i16) = @splat(1);
-            return asm ("vpmaddwd %[ones], %[p], %[out]"
-                : [out] "=x" (-> @Vector(8, i32)),
-                : [p] "x" (pairs),
-                  [ones] "x" (ones),
-            );
+            return maddwdOnes(pairs);
         }
     };
 }
