@@ -3172,20 +3172,50 @@ pub const IQ4_XS = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
-    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    /// R rows × T tokens, bit-identical to vecDot per (row, token): each row's block is
+    /// decoded once (`blockLanes`) for all T tokens, then each (row, token) takes
+    /// `blockDot`'s float step, blocks in order. `tileDotAcc` decoded the block again
+    /// for every token: the 1B shape in IQ4_XS ran its prompts at 0.53 of llama.cpp on
+    /// the AVX2 Zen 3 host, all of the kernel time in this tile.
     pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
-        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
+        @setEvalBranchQuota(100_000);
+        var dots: [T][R]Acc = @splat(@splat(.{}));
+        const n = a_rows[0].len;
+        inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
+        inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
+        for (0..n) |j| {
+            var column: [T]*align(1) const Act.Block = undefined;
+            inline for (0..T) |t| column[t] = &a_rows[t][j];
+            inline for (0..R) |r| {
+                const b = &w_rows[r][j];
+                const lanes = blockLanes(default_path, T, b, column);
+                inline for (0..T) |t| dots[t][r].add(lanes[t], column[t].d * f16f(b.d), @splat(0), 0);
+            }
+        }
+        var out: [T][R]f32 = undefined;
+        inline for (0..T) |t| {
+            inline for (0..R) |r| out[t][r] = dots[t][r].result();
+        }
+        return out;
     }
 
     /// One super-block's contribution to `dot`.
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+        dot.add(blockLanes(path, 1, b, .{ab})[0], ab.d * f16f(b.d), @splat(0), 0);
+    }
+
+    /// Block `b` against T activation blocks: per token the 16 exact lanes `Acc.add`
+    /// takes (the even sub-blocks' in the low 8, the odd ones' in the high 8). The
+    /// indices, the values' magnitudes and signs and the scales are put together once
+    /// for all the tokens.
+    inline fn blockLanes(comptime path: Path, comptime T: usize, b: *align(1) const Block, ab: [T]*align(1) const Act.Block) [T]I32x16 {
         const kv: @Vector(16, i8) = kvalues_iq4nl;
         const kv_abs: @Vector(16, u8) = @abs(kv);
         var sc: [8]i16 = undefined;
         inline for (0..8) |ib| sc[ib] = @intCast(scale(b, ib));
         const sc16: @Vector(8, i16) = sc;
-        var acc_lo: I32x8 = @splat(0);
-        var acc_hi: I32x8 = @splat(0);
+        var acc_lo: [T]I32x8 = @splat(@splat(0));
+        var acc_hi: [T]I32x8 = @splat(@splat(0));
         inline for (0..4) |c| {
             // Sub-blocks 2c and 2c+1: bytes 16(2c)..16(2c+2) hold their 64 indices.
             const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
@@ -3196,19 +3226,33 @@ pub const IQ4_XS = struct {
                 const idx = @shuffle(u8, qlo, qhi, iq4HalfOrder(half));
                 // |w|·(a with w's sign): pairs stay below 2^15 (127·127·2).
                 const wabs = lookup16x32(path, kv_abs, idx);
-                const neg = lookup16x32(path, @as(@Vector(16, u8), @bitCast(kv)), idx) >> @splat(7);
-                const act = actHalf(ab, 2 * c + half);
-                const sv = @select(i8, neg == @as(U8x32, @splat(1)), -%act, act);
-                if (half == 0) {
-                    acc_lo = halfDot(path, acc_lo, wabs, sv, @splat(sc16[2 * c]));
-                } else {
-                    acc_hi = halfDot(path, acc_hi, wabs, sv, @splat(sc16[2 * c + 1]));
+                const values: I8x32 = @bitCast(lookup16x32(path, @as(@Vector(16, u8), @bitCast(kv)), idx));
+                inline for (0..T) |t| {
+                    const sv = signOf(path, actHalf(ab[t], 2 * c + half), values);
+                    if (half == 0) {
+                        acc_lo[t] = halfDot(path, acc_lo[t], wabs, sv, @splat(sc16[2 * c]));
+                    } else {
+                        acc_hi[t] = halfDot(path, acc_hi[t], wabs, sv, @splat(sc16[2 * c + 1]));
+                    }
                 }
             }
         }
-        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), @splat(0), 0);
+        var out: [T]I32x16 = undefined;
+        inline for (0..T) |t| out[t] = concat(i32, 8, acc_lo[t], acc_hi[t]);
+        return out;
     }
 };
+
+/// a with the sign of w, for w ≠ 0 (the IQ4 codebook has no 0): −a (wrapping) where w < 0,
+/// a elsewhere. One vpsignb on x86.
+inline fn signOf(comptime path: Path, a: I8x32, w: I8x32) I8x32 {
+    if (path == .generic) return @select(i8, w < @as(I8x32, @splat(0)), -%a, a);
+    return asm ("vpsignb %[w], %[a], %[out]"
+        : [out] "=x" (-> I8x32),
+        : [a] "x" (a),
+          [w] "x" (w),
+    );
+}
 
 fn iq4HalfOrder(comptime half: usize) [32]i32 {
     var m: [32]i32 = undefined;
