@@ -864,6 +864,130 @@ fn TiledAcc(comptime shift: u5) type {
     };
 }
 
+/// `TiledAcc` for the types with mins (Q5_K, Q4_K, Q2_K), as llama.cpp's AVX2 tiled
+/// microkernel (`tiled_run_microtile_avx2`, HAS_MIN) finishes a super-block: the exact
+/// i32 sums s1 = Σ scale·u·a and s2 = Σ min·bsum, then res = f32(s1)·d_w,
+/// res = fma(−dmin, f32(s2), res) (`_mm256_fnmadd_ps`) and sum = fma(res, d_a, sum).
+const TiledMinAcc = struct {
+    sum: f32 = 0,
+
+    inline fn addTiledMin(self: *TiledMinAcc, lanes: I32x16, sub: I32x8, d_w: f32, dmin: f32, d_a: f32) void {
+        const s1: i32 = @reduce(.Add, lanes);
+        const s2: i32 = @reduce(.Add, sub);
+        const res = @mulAdd(f32, -dmin, @floatFromInt(s2), @as(f32, @floatFromInt(s1)) * d_w);
+        self.sum = @mulAdd(f32, res, d_a, self.sum);
+    }
+
+    inline fn result(self: TiledMinAcc) f32 {
+        return self.sum;
+    }
+};
+
+/// What `blockLanes` returns per token: the 16 lanes of `Acc.add` (the even sub-blocks'
+/// in the low 8, the odd ones' in the high 8), or, folded, 8 lanes with the same total
+/// (all that the tiled order needs: one accumulator per token).
+fn FoldedLanes(comptime fold: bool) type {
+    return if (fold) I32x8 else I32x16;
+}
+
+inline fn foldLanes(comptime T: usize, comptime fold: bool, acc_lo: [T]I32x8, acc_hi: [T]I32x8) [T]FoldedLanes(fold) {
+    if (fold) return acc_lo;
+    var out: [T]I32x16 = undefined;
+    inline for (0..T) |t| out[t] = concat(i32, 8, acc_lo[t], acc_hi[t]);
+    return out;
+}
+
+/// The tiled order (`TiledAcc`, `TiledMinAcc`) for an R × N tile of a type that splits
+/// its `blockDot` (see `tileDotAcc`): each row's block is decoded once for the N tokens
+/// (`blockLanes` folded: one 8-lane accumulator per token, only their total counts),
+/// the N totals come out of one transposing tree (`sumEach`), and the float steps run
+/// over the N tokens as one vector, lane by lane the scalar steps of the one-row call,
+/// so out[t][r] is bit-identical to it. A type with mins declares `minsOf` (the mins
+/// by 16-element bsum: their products with the bsums total s2).
+inline fn tileTiledLanes(comptime T: type, comptime R: usize, comptime N: usize, w_rows: [R][]align(1) const T.Block, a_rows: [N][]align(1) const Q8_K.Block) [N][R]f32 {
+    @setEvalBranchQuota(100_000);
+    const F = @Vector(N, f32);
+    const n = a_rows[0].len;
+    inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
+    inline for (0..N) |t| std.debug.assert(a_rows[t].len == n);
+    var sum: [R]F = @splat(@splat(0));
+    for (0..n) |j| {
+        var column: [N]*align(1) const Q8_K.Block = undefined;
+        var d_a: F = undefined;
+        inline for (0..N) |t| {
+            column[t] = &a_rows[t][j];
+            d_a[t] = column[t].d;
+        }
+        inline for (0..R) |r| {
+            const b = &w_rows[r][j];
+            const s1 = sumEach(N, T.blockLanes(default_path, N, true, b, column));
+            var res = @as(F, @floatFromInt(s1)) * @as(F, @splat(f16f(b.d)));
+            if (comptime @hasDecl(T, "minsOf")) {
+                const mins = T.minsOf(b);
+                var m: [N]I32x8 = undefined;
+                inline for (0..N) |t| m[t] = maddwd16(default_path, column[t].bsums, mins);
+                res = @mulAdd(F, @splat(-f16f(b.dmin)), @floatFromInt(sumEach(N, m)), res);
+            }
+            sum[r] = @mulAdd(F, res, d_a, sum[r]);
+        }
+    }
+    var out: [N][R]f32 = undefined;
+    inline for (0..N) |t| {
+        inline for (0..R) |r| out[t][r] = sum[r][t];
+    }
+    return out;
+}
+
+/// Lane t: the sum of the lanes of `v[t]` (exact; for 8 vectors a transposing tree of
+/// in-lane unpacks, 21 operations rather than 8 separate reductions).
+inline fn sumEach(comptime T: usize, v: [T]I32x8) @Vector(T, i32) {
+    if (T != 8) {
+        var out: @Vector(T, i32) = undefined;
+        inline for (0..T) |t| out[t] = @reduce(.Add, v[t]);
+        return out;
+    }
+    // Level 1 (vpunpckl/hdq): lanes k and k + 2 of v[2i] and of v[2i + 1] summed.
+    var p: [4]I32x8 = undefined;
+    inline for (0..4) |i| {
+        const a = v[2 * i];
+        const b = v[2 * i + 1];
+        p[i] = @shuffle(i32, a, b, [8]i32{ 0, -1, 1, -2, 4, -5, 5, -6 }) +
+            @shuffle(i32, a, b, [8]i32{ 2, -3, 3, -4, 6, -7, 7, -8 });
+    }
+    // Level 2 (vpunpckl/hqdq): each 128-bit lane holds a partial sum of 4 vectors.
+    var q: [2]I32x8 = undefined;
+    inline for (0..2) |i| {
+        const a = p[2 * i];
+        const b = p[2 * i + 1];
+        q[i] = @shuffle(i32, a, b, [8]i32{ 0, 1, -1, -2, 4, 5, -5, -6 }) +
+            @shuffle(i32, a, b, [8]i32{ 2, 3, -3, -4, 6, 7, -7, -8 });
+    }
+    // Level 3 (vperm2i128): the two 128-bit lanes summed.
+    return @shuffle(i32, q[0], q[1], [8]i32{ 0, 1, 2, 3, -1, -2, -3, -4 }) +
+        @shuffle(i32, q[0], q[1], [8]i32{ 4, 5, 6, 7, -5, -6, -7, -8 });
+}
+
+/// The tiled-order kernels of a type `T` that splits its `blockDot` (`blockLanes`,
+/// `blockAdd`), with its tiled float order `Acc` (`TiledAcc(0)` or `TiledMinAcc`).
+fn TiledKernels(comptime T: type, comptime Acc: type) type {
+    return struct {
+        /// R rows in llama.cpp's tiled order (batches of `tiled_min_tokens` or more).
+        pub fn vecDotRowsTiled(comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
+            return rowsDotAcc(T, Acc, default_path, R, w_rows, a);
+        }
+
+        /// R rows × N tokens in the tiled order (see `tileTiledLanes`).
+        pub fn vecDotTileTiled(comptime R: usize, comptime N: usize, w_rows: [R][]align(1) const T.Block, a_rows: [N][]align(1) const Q8_K.Block) [N][R]f32 {
+            return tileTiledLanes(T, R, N, w_rows, a_rows);
+        }
+
+        /// One row in the tiled order.
+        pub fn vecDotTiled(w: []align(1) const T.Block, a: []align(1) const Q8_K.Block) f32 {
+            return rowsDotAcc(T, Acc, default_path, 1, .{w}, a)[0];
+        }
+    };
+}
+
 /// llama.cpp's tiled matmul runs for batches of at least this many tokens
 /// (`ggml_tiled_min_batch`: "profitable at rows >= 8").
 pub const tiled_min_tokens = 8;
@@ -898,6 +1022,14 @@ inline fn rowsDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
 /// t, blocks in the same order, so it is bit-identical to the one-row call. The N tokens
 /// of a block follow each other, so each weight block is read once per tile and its
 /// loads stay in registers/L1.
+///
+/// A type that splits its `blockDot` in two, `blockLanes(path, N, b, ab)` (the exact
+/// integer lanes of block b against N activation blocks, its levels and scales decoded
+/// once for all of them) and `blockAdd(path, b, ab, lanes, dot)` (the float step), has
+/// each weight block decoded once per tile rather than once per (row, token): the same
+/// integers and the same float steps, so the same bits. Without the split, the 1B shape
+/// in IQ4_XS ran its prompts at 0.53 of llama.cpp on the AVX2 Zen 3 host, all of the
+/// kernel time in the decoding.
 inline fn tileDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, comptime R: usize, comptime N: usize, w_rows: [R][]align(1) const T.Block, a_rows: [N][]align(1) const Q8_K.Block) [N][R]f32 {
     @setEvalBranchQuota(100_000);
     var dots: [N][R]Acc = @splat(@splat(.{}));
@@ -905,7 +1037,15 @@ inline fn tileDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
     inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
     inline for (0..N) |t| std.debug.assert(a_rows[t].len == n);
     for (0..n) |j| {
-        inline for (0..R) |r| {
+        if (comptime @hasDecl(T, "blockLanes")) {
+            var column: [N]*align(1) const Q8_K.Block = undefined;
+            inline for (0..N) |t| column[t] = &a_rows[t][j];
+            inline for (0..R) |r| {
+                const b = &w_rows[r][j];
+                const lanes = T.blockLanes(path, N, false, b, column);
+                inline for (0..N) |t| T.blockAdd(path, b, column[t], lanes[t], &dots[t][r]);
+            }
+        } else inline for (0..R) |r| {
             inline for (0..N) |t| T.blockDot(path, &w_rows[r][j], &a_rows[t][j], &dots[t][r]);
         }
     }
@@ -2411,35 +2551,6 @@ pub const Q6_K = struct {
         return out;
     }
 
-    /// Lane t: the sum of the lanes of `v[t]` (exact; for 8 vectors a transposing tree of
-    /// in-lane unpacks, 21 operations rather than 8 separate reductions).
-    inline fn sumEach(comptime T: usize, v: [T]I32x8) @Vector(T, i32) {
-        if (T != 8) {
-            var out: @Vector(T, i32) = undefined;
-            inline for (0..T) |t| out[t] = @reduce(.Add, v[t]);
-            return out;
-        }
-        // Level 1 (vpunpckl/hdq): lanes k and k + 2 of v[2i] and of v[2i + 1] summed.
-        var p: [4]I32x8 = undefined;
-        inline for (0..4) |i| {
-            const a = v[2 * i];
-            const b = v[2 * i + 1];
-            p[i] = @shuffle(i32, a, b, [8]i32{ 0, -1, 1, -2, 4, -5, 5, -6 }) +
-                @shuffle(i32, a, b, [8]i32{ 2, -3, 3, -4, 6, -7, 7, -8 });
-        }
-        // Level 2 (vpunpckl/hqdq): each 128-bit lane holds a partial sum of 4 vectors.
-        var q: [2]I32x8 = undefined;
-        inline for (0..2) |i| {
-            const a = p[2 * i];
-            const b = p[2 * i + 1];
-            q[i] = @shuffle(i32, a, b, [8]i32{ 0, 1, -1, -2, 4, 5, -5, -6 }) +
-                @shuffle(i32, a, b, [8]i32{ 2, 3, -3, -4, 6, 7, -7, -8 });
-        }
-        // Level 3 (vperm2i128): the two 128-bit lanes summed.
-        return @shuffle(i32, q[0], q[1], [8]i32{ 0, 1, 2, 3, -1, -2, -3, -4 }) +
-            @shuffle(i32, q[0], q[1], [8]i32{ 4, 5, 6, 7, -5, -6, -7, -8 });
-    }
-
     /// Scalar reference of the tiled order: element by element integers, then the floats.
     pub fn vecDotTiledRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
         std.debug.assert(w.len == a.len);
@@ -2656,29 +2767,78 @@ pub const Q5_K = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
-    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`).
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`:
+    /// each block decoded once per tile).
     pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
         return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
-        const sm = unpackScalesMinsK4(&b.scales);
-        const sc16: @Vector(8, i16) = sm[0];
-        const m16: @Vector(16, i16) = @shuffle(u8, sm[1], undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
-        const sub = maddwd16(path, ab.bsums, m16);
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
+        blockAdd(path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
+    }
+
+    /// Block `b` against T activation blocks: per token the 16 exact lanes `Acc.add`
+    /// takes (the even sub-blocks' in the low 8, the odd ones' in the high 8). The 5-bit
+    /// levels and the scales are put together once for all the tokens.
+    inline fn blockLanes(comptime path: Path, comptime T: usize, comptime fold: bool, b: *align(1) const Block, ab: [T]*align(1) const Act.Block) [T]FoldedLanes(fold) {
+        const sc16: @Vector(8, i16) = unpackScalesMinsK4(&b.scales)[0];
         const qh: U8x32 = loadBytes(32, &b.qh);
-        var acc_lo: I32x8 = @splat(0);
-        var acc_hi: I32x8 = @splat(0);
+        var acc_lo: [T]I32x8 = @splat(@splat(0));
+        var acc_hi: [T]I32x8 = @splat(@splat(0));
+        // The odd sub-blocks' accumulators (the even ones' when folding).
+        const acc_odd = if (fold) &acc_lo else &acc_hi;
         const one: U8x32 = @splat(1);
         inline for (0..4) |c| {
             const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
+            // One half's levels at a time, through every token (fewer live registers).
             const u_lo = (q & @as(U8x32, @splat(0xF))) | (((qh >> @splat(2 * c)) & one) << @splat(4));
+            inline for (0..T) |t| acc_lo[t] = halfDot(path, acc_lo[t], u_lo, actHalf(ab[t], 2 * c), @splat(sc16[2 * c]));
             const u_hi = (q >> @splat(4)) | (((qh >> @splat(2 * c + 1)) & one) << @splat(4));
-            acc_lo = halfDot(path, acc_lo, u_lo, actHalf(ab, 2 * c), @splat(sc16[2 * c]));
-            acc_hi = halfDot(path, acc_hi, u_hi, actHalf(ab, 2 * c + 1), @splat(sc16[2 * c + 1]));
+            inline for (0..T) |t| acc_odd[t] = halfDot(path, acc_odd[t], u_hi, actHalf(ab[t], 2 * c + 1), @splat(sc16[2 * c + 1]));
         }
-        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+        return foldLanes(T, fold, acc_lo, acc_hi);
+    }
+
+    /// The float step of block `b` against `ab`, given their `blockLanes`: the mins
+    /// against the activation's bsums, then `Acc.add` (or the tiled order's step).
+    inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
+        const sub = maddwd16(path, ab.bsums, minsOf(b));
+        if (comptime @hasDecl(@TypeOf(dot.*), "addTiledMin")) return dot.addTiledMin(lanes, sub, f16f(b.d), f16f(b.dmin), ab.d);
+        dot.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+    }
+
+    /// The min of each 16-element bsum of an activation block (each 32-element
+    /// sub-block's min twice): maddwd with the bsums gives the min·bsum lanes, whose
+    /// total is s2.
+    inline fn minsOf(b: *align(1) const Block) @Vector(16, i16) {
+        const mins = unpackScalesMinsK4(&b.scales)[1];
+        return @shuffle(u8, mins, undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
+    }
+
+    const tiled = TiledKernels(@This(), TiledMinAcc);
+    pub const vecDotRowsTiled = tiled.vecDotRowsTiled;
+    pub const vecDotTileTiled = tiled.vecDotTileTiled;
+    pub const vecDotTiled = tiled.vecDotTiled;
+
+    /// Scalar reference of the tiled order: element by element integers, then the floats.
+    pub fn vecDotTiledRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sum: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var s1: i32 = 0;
+            var s2: i32 = 0;
+            for (0..8) |j| {
+                const sc, const m = getScaleMinK4(j, &b.scales);
+                var raw: i32 = 0;
+                for (32 * j..32 * j + 32) |e| raw += @as(i32, level(b, e)) * ab.qs[e];
+                s1 += @as(i32, sc) * raw;
+                s2 += @as(i32, m) * (@as(i32, ab.bsums[2 * j]) + ab.bsums[2 * j + 1]);
+            }
+            const res = @mulAdd(f32, -f16f(b.dmin), @floatFromInt(s2), @as(f32, @floatFromInt(s1)) * f16f(b.d));
+            sum = @mulAdd(f32, res, ab.d, sum);
+        }
+        return sum;
     }
 };
 
@@ -2830,13 +2990,21 @@ pub const Q3_K = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
+        blockAdd(path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
+    }
+
+    /// Block `b` against T activation blocks: per token the 16 exact lanes `Acc.add`
+    /// takes. The 3-bit levels and the scales are put together once for all the tokens;
+    /// (u − 4)·a per element pair inside halfDotOffset, as llama.cpp does.
+    inline fn blockLanes(comptime path: Path, comptime T: usize, comptime fold: bool, b: *align(1) const Block, ab: [T]*align(1) const Act.Block) [T]FoldedLanes(fold) {
         const sc8: @Vector(16, u8) = unpackScales(&b.scales);
         const sc16 = @as(@Vector(16, i16), sc8) - @as(@Vector(16, i16), @splat(32));
-        // (u − 4)·a per element pair inside chunkDotOffset, as llama.cpp does.
         const hm: U8x32 = loadBytes(32, &b.hmask);
-        var acc_lo: I32x8 = @splat(0);
-        var acc_hi: I32x8 = @splat(0);
+        var acc_lo: [T]I32x8 = @splat(@splat(0));
+        var acc_hi: [T]I32x8 = @splat(@splat(0));
+        // The odd sub-blocks' accumulators (the even ones' when folding).
+        const acc_odd = if (fold) &acc_lo else &acc_hi;
         const one: U8x32 = @splat(1);
         const three: U8x32 = @splat(3);
         inline for (0..2) |h| {
@@ -2845,14 +3013,39 @@ pub const Q3_K = struct {
                 const s0 = 4 * p; // bit shift of the first 32 elements of this chunk
                 const bit0 = 4 * h + 2 * p;
                 const c = 2 * h + p;
+                // One half's levels at a time, through every token (fewer live registers).
                 const ua = ((q >> @splat(s0)) & three) | (((hm >> @splat(bit0)) & one) << @splat(2));
+                inline for (0..T) |t| acc_lo[t] = halfDotOffset(path, acc_lo[t], ua, actHalf(ab[t], 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)), 4);
                 const ub = ((q >> @splat(s0 + 2)) & three) | (((hm >> @splat(bit0 + 1)) & one) << @splat(2));
-                acc_lo = halfDotOffset(path, acc_lo, ua, actHalf(ab, 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)), 4);
-                acc_hi = halfDotOffset(path, acc_hi, ub, actHalf(ab, 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)), 4);
+                inline for (0..T) |t| acc_odd[t] = halfDotOffset(path, acc_odd[t], ub, actHalf(ab[t], 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)), 4);
             }
         }
-        const d = ab.d * f16f(b.d);
-        dot.add(concat(i32, 8, acc_lo, acc_hi), d, @splat(0), 0);
+        return foldLanes(T, fold, acc_lo, acc_hi);
+    }
+
+    /// The float step of block `b` against `ab`, given their `blockLanes`.
+    inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
+        _ = path;
+        if (comptime @hasDecl(@TypeOf(dot.*), "addTiled")) return dot.addTiled(lanes, @splat(0), f16f(b.d), ab.d);
+        dot.add(lanes, ab.d * f16f(b.d), @splat(0), 0);
+    }
+
+    const tiled = TiledKernels(@This(), TiledAcc(0));
+    pub const vecDotRowsTiled = tiled.vecDotRowsTiled;
+    pub const vecDotTileTiled = tiled.vecDotTileTiled;
+    pub const vecDotTiled = tiled.vecDotTiled;
+
+    /// Scalar reference of the tiled order: element by element integers, then the floats.
+    pub fn vecDotTiledRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sum: f32 = 0;
+        for (w, a) |*b, *ab| {
+            const sc = unpackScales(&b.scales);
+            var s_int: i32 = 0;
+            for (0..qk_k) |e| s_int += (@as(i32, sc[e / 16]) - 32) * (@as(i32, level(b, e)) - 4) * ab.qs[e];
+            sum = @mulAdd(f32, @as(f32, @floatFromInt(s_int)) * f16f(b.d), ab.d, sum);
+        }
+        return sum;
     }
 };
 
@@ -2990,24 +3183,68 @@ pub const Q2_K = struct {
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
+        blockAdd(path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
+    }
+
+    /// Block `b` against T activation blocks: per token the 16 exact lanes `Acc.add`
+    /// takes. The 2-bit levels and the scales are put together once for all the tokens.
+    inline fn blockLanes(comptime path: Path, comptime T: usize, comptime fold: bool, b: *align(1) const Block, ab: [T]*align(1) const Act.Block) [T]FoldedLanes(fold) {
         const scv: @Vector(16, u8) = b.scales;
         const sc16: @Vector(16, i16) = scv & @as(@Vector(16, u8), @splat(0xF));
-        const mn: @Vector(16, i16) = scv >> @splat(4);
-        const sub = maddwd16(path, ab.bsums, mn);
-        var acc_lo: I32x8 = @splat(0);
-        var acc_hi: I32x8 = @splat(0);
+        var acc_lo: [T]I32x8 = @splat(@splat(0));
+        var acc_hi: [T]I32x8 = @splat(@splat(0));
+        // The odd sub-blocks' accumulators (the even ones' when folding).
+        const acc_odd = if (fold) &acc_lo else &acc_hi;
         inline for (0..2) |h| {
             const q: U8x32 = loadBytes(32, b.qs[32 * h ..][0..32]);
             inline for (0..2) |p| {
                 const s0 = 4 * p;
                 const c = 2 * h + p;
                 const three: U8x32 = @splat(3);
-                acc_lo = halfDot(path, acc_lo, (q >> @splat(s0)) & three, actHalf(ab, 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)));
-                acc_hi = halfDot(path, acc_hi, (q >> @splat(s0 + 2)) & three, actHalf(ab, 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)));
+                // One half's levels at a time, through every token (fewer live registers).
+                const ua = (q >> @splat(s0)) & three;
+                inline for (0..T) |t| acc_lo[t] = halfDot(path, acc_lo[t], ua, actHalf(ab[t], 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)));
+                const ub = (q >> @splat(s0 + 2)) & three;
+                inline for (0..T) |t| acc_odd[t] = halfDot(path, acc_odd[t], ub, actHalf(ab[t], 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)));
             }
         }
-        dot.add(concat(i32, 8, acc_lo, acc_hi), ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+        return foldLanes(T, fold, acc_lo, acc_hi);
+    }
+
+    /// The float step of block `b` against `ab`, given their `blockLanes`: the mins
+    /// against the activation's bsums, then `Acc.add` (or the tiled order's step).
+    inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
+        const sub = maddwd16(path, ab.bsums, minsOf(b));
+        if (comptime @hasDecl(@TypeOf(dot.*), "addTiledMin")) return dot.addTiledMin(lanes, sub, f16f(b.d), f16f(b.dmin), ab.d);
+        dot.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+    }
+
+    /// The min of each 16-element sub-block (one per bsum of an activation block):
+    /// maddwd with the bsums gives the min·bsum lanes, whose total is s2.
+    inline fn minsOf(b: *align(1) const Block) @Vector(16, i16) {
+        const scv: @Vector(16, u8) = b.scales;
+        return scv >> @splat(4);
+    }
+
+    const tiled = TiledKernels(@This(), TiledMinAcc);
+    pub const vecDotRowsTiled = tiled.vecDotRowsTiled;
+    pub const vecDotTileTiled = tiled.vecDotTileTiled;
+    pub const vecDotTiled = tiled.vecDotTiled;
+
+    /// Scalar reference of the tiled order: element by element integers, then the floats.
+    pub fn vecDotTiledRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sum: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var s1: i32 = 0;
+            var s2: i32 = 0;
+            for (0..qk_k) |e| s1 += @as(i32, b.scales[e / 16] & 0xF) * @as(i32, level(b, e)) * ab.qs[e];
+            for (0..16) |k| s2 += @as(i32, b.scales[k] >> 4) * ab.bsums[k];
+            const res = @mulAdd(f32, -f16f(b.dmin), @floatFromInt(s2), @as(f32, @floatFromInt(s1)) * f16f(b.d));
+            sum = @mulAdd(f32, res, ab.d, sum);
+        }
+        return sum;
     }
 };
 
@@ -3172,43 +3409,46 @@ pub const IQ4_XS = struct {
         return rowsDot(@This(), default_path, R, w_rows, a);
     }
 
-    /// R rows × T tokens, bit-identical to vecDot per (row, token): each row's block is
-    /// decoded once (`blockLanes`) for all T tokens, then each (row, token) takes
-    /// `blockDot`'s float step, blocks in order. `tileDotAcc` decoded the block again
-    /// for every token: the 1B shape in IQ4_XS ran its prompts at 0.53 of llama.cpp on
-    /// the AVX2 Zen 3 host, all of the kernel time in this tile.
+    /// R rows × T tokens, bit-identical to vecDot per (row, token) (see `tileDotAcc`:
+    /// each block decoded once per tile).
     pub fn vecDotTile(comptime R: usize, comptime T: usize, w_rows: [R][]align(1) const Block, a_rows: [T][]align(1) const Act.Block) [T][R]f32 {
-        @setEvalBranchQuota(100_000);
-        var dots: [T][R]Acc = @splat(@splat(.{}));
-        const n = a_rows[0].len;
-        inline for (0..R) |r| std.debug.assert(w_rows[r].len == n);
-        inline for (0..T) |t| std.debug.assert(a_rows[t].len == n);
-        for (0..n) |j| {
-            var column: [T]*align(1) const Act.Block = undefined;
-            inline for (0..T) |t| column[t] = &a_rows[t][j];
-            inline for (0..R) |r| {
-                const b = &w_rows[r][j];
-                const lanes = blockLanes(default_path, T, b, column);
-                inline for (0..T) |t| dots[t][r].add(lanes[t], column[t].d * f16f(b.d), @splat(0), 0);
-            }
-        }
-        var out: [T][R]f32 = undefined;
-        inline for (0..T) |t| {
-            inline for (0..R) |r| out[t][r] = dots[t][r].result();
-        }
-        return out;
+        return tileDotAcc(@This(), Acc, default_path, R, T, w_rows, a_rows);
     }
 
     /// One super-block's contribution to `dot`.
-    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: *Acc) void {
-        dot.add(blockLanes(path, 1, b, .{ab})[0], ab.d * f16f(b.d), @splat(0), 0);
+    inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
+        blockAdd(path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
+    }
+
+    /// The float step of block `b` against `ab`, given their `blockLanes`.
+    inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
+        _ = path;
+        if (comptime @hasDecl(@TypeOf(dot.*), "addTiled")) return dot.addTiled(lanes, @splat(0), f16f(b.d), ab.d);
+        dot.add(lanes, ab.d * f16f(b.d), @splat(0), 0);
+    }
+
+    const tiled = TiledKernels(@This(), TiledAcc(0));
+    pub const vecDotRowsTiled = tiled.vecDotRowsTiled;
+    pub const vecDotTileTiled = tiled.vecDotTileTiled;
+    pub const vecDotTiled = tiled.vecDotTiled;
+
+    /// Scalar reference of the tiled order: element by element integers, then the floats.
+    pub fn vecDotTiledRef(w: []align(1) const Block, a: []align(1) const Act.Block) f32 {
+        std.debug.assert(w.len == a.len);
+        var sum: f32 = 0;
+        for (w, a) |*b, *ab| {
+            var s_int: i32 = 0;
+            for (0..qk_k) |e| s_int += scale(b, e / 32) * kvalues_iq4nl[index(b, e)] * @as(i32, ab.qs[e]);
+            sum = @mulAdd(f32, @as(f32, @floatFromInt(s_int)) * f16f(b.d), ab.d, sum);
+        }
+        return sum;
     }
 
     /// Block `b` against T activation blocks: per token the 16 exact lanes `Acc.add`
     /// takes (the even sub-blocks' in the low 8, the odd ones' in the high 8). The
     /// indices, the values' magnitudes and signs and the scales are put together once
     /// for all the tokens.
-    inline fn blockLanes(comptime path: Path, comptime T: usize, b: *align(1) const Block, ab: [T]*align(1) const Act.Block) [T]I32x16 {
+    inline fn blockLanes(comptime path: Path, comptime T: usize, comptime fold: bool, b: *align(1) const Block, ab: [T]*align(1) const Act.Block) [T]FoldedLanes(fold) {
         const kv: @Vector(16, i8) = kvalues_iq4nl;
         const kv_abs: @Vector(16, u8) = @abs(kv);
         var sc: [8]i16 = undefined;
@@ -3216,6 +3456,8 @@ pub const IQ4_XS = struct {
         const sc16: @Vector(8, i16) = sc;
         var acc_lo: [T]I32x8 = @splat(@splat(0));
         var acc_hi: [T]I32x8 = @splat(@splat(0));
+        // The odd sub-blocks' accumulators (the even ones' when folding).
+        const acc_odd = if (fold) &acc_lo else &acc_hi;
         inline for (0..4) |c| {
             // Sub-blocks 2c and 2c+1: bytes 16(2c)..16(2c+2) hold their 64 indices.
             const q: U8x32 = loadBytes(32, b.qs[32 * c ..][0..32]);
@@ -3232,14 +3474,12 @@ pub const IQ4_XS = struct {
                     if (half == 0) {
                         acc_lo[t] = halfDot(path, acc_lo[t], wabs, sv, @splat(sc16[2 * c]));
                     } else {
-                        acc_hi[t] = halfDot(path, acc_hi[t], wabs, sv, @splat(sc16[2 * c + 1]));
+                        acc_odd[t] = halfDot(path, acc_odd[t], wabs, sv, @splat(sc16[2 * c + 1]));
                     }
                 }
             }
         }
-        var out: [T]I32x16 = undefined;
-        inline for (0..T) |t| out[t] = concat(i32, 8, acc_lo[t], acc_hi[t]);
-        return out;
+        return foldLanes(T, fold, acc_lo, acc_hi);
     }
 };
 

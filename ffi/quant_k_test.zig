@@ -249,25 +249,34 @@ test "Q4_K 1-token repacked GEMV on extreme blocks: the wide 16-row (AVX-512 VNN
     }
 }
 
-test "Q6_K in llama.cpp's tiled matmul order (8+ token batches): one row and 4-row tiles equal the scalar reference bit for bit" {
-    const T = qk.Q6_K;
-    var prng = std.Random.DefaultPrng.init(9);
-    const rng = prng.random();
-    const nb = 8;
-    var w: [nb]T.Block = undefined;
-    var a: [nb]qk.Q8_K.Block = undefined;
-    var x: [nb * qk.qk_k]f32 = undefined;
-    for (0..30) |_| {
-        randomBlocks(T, rng, &w);
-        for (&x) |*v| v.* = rng.floatNorm(f32);
-        qk.Q8_K.quantizeRow(&x, &a);
-        const ref = T.vecDotTiledRef(&w, &a);
-        try testing.expectEqual(@as(u32, @bitCast(ref)), @as(u32, @bitCast(T.vecDotTiled(&w, &a))));
-        // The same dot product as ggml_vec_dot_q6_K_q8_K, in another float order.
-        try testing.expectApproxEqAbs(T.vecDot(&w, &a), ref, 1e-3 * @max(1, @abs(ref)));
-        const rows = [4][]align(1) const T.Block{ w[nb / 2 ..], w[0 .. nb / 2], w[2 .. 2 + nb / 2], w[1 .. 1 + nb / 2] };
-        const four = T.vecDotRowsTiled(4, rows, a[nb / 2 ..]);
-        for (four, rows) |got, row| try testing.expectEqual(@as(u32, @bitCast(T.vecDotTiledRef(row, a[nb / 2 ..]))), @as(u32, @bitCast(got)));
+test "K-quants in llama.cpp's tiled matmul order (8+ token batches): one row, 4-row and 4 × 8 tiles equal the scalar reference bit for bit" {
+    inline for (.{ qk.Q6_K, qk.Q5_K, qk.Q3_K, qk.Q2_K, qk.IQ4_XS }) |T| {
+        var prng = std.Random.DefaultPrng.init(9);
+        const rng = prng.random();
+        const nb = 8;
+        var w: [nb]T.Block = undefined;
+        var a: [8][nb]qk.Q8_K.Block = undefined;
+        var x: [nb * qk.qk_k]f32 = undefined;
+        for (0..30) |_| {
+            randomBlocks(T, rng, &w);
+            for (&a) |*row| {
+                for (&x) |*v| v.* = rng.floatNorm(f32);
+                qk.Q8_K.quantizeRow(&x, row);
+            }
+            const ref = T.vecDotTiledRef(&w, &a[0]);
+            try testing.expectEqual(@as(u32, @bitCast(ref)), @as(u32, @bitCast(T.vecDotTiled(&w, &a[0]))));
+            // The same dot product as ggml's vec_dot, in another float order.
+            try testing.expectApproxEqAbs(T.vecDot(&w, &a[0]), ref, 1e-3 * @max(1, @abs(ref)));
+            const rows = [4][]align(1) const T.Block{ w[nb / 2 ..], w[0 .. nb / 2], w[2 .. 2 + nb / 2], w[1 .. 1 + nb / 2] };
+            const four = T.vecDotRowsTiled(4, rows, a[0][nb / 2 ..]);
+            for (four, rows) |got, row| try testing.expectEqual(@as(u32, @bitCast(T.vecDotTiledRef(row, a[0][nb / 2 ..]))), @as(u32, @bitCast(got)));
+            var tokens: [8][]align(1) const qk.Q8_K.Block = undefined;
+            for (0..8) |t| tokens[t] = a[t][nb / 2 ..];
+            const tile = T.vecDotTileTiled(4, 8, rows, tokens);
+            for (0..8) |t| {
+                for (rows, 0..) |row, r| try testing.expectEqual(@as(u32, @bitCast(T.vecDotTiledRef(row, tokens[t]))), @as(u32, @bitCast(tile[t][r])));
+            }
+        }
     }
 }
 
@@ -418,4 +427,40 @@ test "K-quant vecDot returns llama.cpp's x86 vec_dot bits (golden)" {
         }
     }
     try testing.expectEqual(@as(usize, 6), checked);
+}
+
+/// f32 bits of the same dot products in llama.cpp's tiled K-quant matmul (ggml-cpu/tiled,
+/// its AVX2 microkernel): element [token r][row r] of ggml's CPU mul_mat of the 8 rows
+/// `dotGoldenInputs` quantizes (ggml_quantize_chunk) by 8 F32 activation rows (rows 8-15
+/// of set 1), one thread, built from the reference llama.cpp as `dot_goldens` (a batch
+/// of 8: the tiled path; a throwaway harness calling ggml_mul_mat, not kept here).
+const tiled_goldens = [_]DotGolden{
+    .{ .type_name = "Q6_K", .bits = .{ 0x4113ede1, 0xc202b59d, 0xc24408a9, 0xc29c71da, 0xc5213043, 0xc09c1ca6, 0x3e830070, 0xc31af933 } },
+    .{ .type_name = "Q5_K", .bits = .{ 0x41204291, 0xc20728b8, 0xc240dfae, 0xc29d3c6d, 0xc5213008, 0xc0ba6490, 0x3e81604e, 0xc326cce5 } },
+    .{ .type_name = "Q3_K", .bits = .{ 0x41127d5f, 0xc1fe569d, 0xc2453ffb, 0xc2a4e0bf, 0xc51f60bc, 0xc04e317f, 0x3e73cb87, 0xc333d285 } },
+    .{ .type_name = "Q2_K", .bits = .{ 0x40d8b6fd, 0xc1d744cc, 0xc2253670, 0xc275de06, 0xc525ff14, 0x4250b228, 0x3e5451a0, 0xc38eb0d6 } },
+    .{ .type_name = "IQ4_XS", .bits = .{ 0x40c2ce6b, 0xc1fdf934, 0xc23d2c37, 0xc29a3fe1, 0xc520e88e, 0xc06c0ea7, 0x3e3ca469, 0xc30bd5ab } },
+};
+
+test "K-quants in the tiled order return llama.cpp's tiled matmul bits (golden)" {
+    const x = try testing.allocator.alloc(f32, setRows(1) * golden_row_elems);
+    defer testing.allocator.free(x);
+    genSet(1, x);
+    inline for (.{ "Q6_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS" }) |name| {
+        const T = @field(qk, name);
+        const g = for (tiled_goldens) |g| {
+            if (std.mem.eql(u8, g.type_name, name)) break g;
+        } else unreachable;
+        for (0..8) |r| {
+            var w: [8]T.Block = undefined;
+            var a: [8]qk.Q8_K.Block = undefined;
+            dotGoldenInputs(T, x, r, &w, &a);
+            const got: u32 = @bitCast(T.vecDotTiled(&w, &a));
+            if (got != g.bits[r]) {
+                std.debug.print("{s} row {d}: 0x{x:0>8}, ggml's tiled matmul 0x{x:0>8}\n", .{ name, r, got, g.bits[r] });
+                return error.TestUnexpectedResult;
+            }
+            try testing.expectEqual(g.bits[r], @as(u32, @bitCast(T.vecDotTiledRef(&w, &a))));
+        }
+    }
 }
