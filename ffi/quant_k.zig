@@ -3015,10 +3015,19 @@ pub const Q3_K = struct {
                 const c = 2 * h + p;
                 // One half's levels at a time, through every token (fewer live registers).
                 const ua = ((q >> @splat(s0)) & three) | (((hm >> @splat(bit0)) & one) << @splat(2));
-                inline for (0..T) |t| acc_lo[t] = halfDotOffset(path, acc_lo[t], ua, actHalf(ab[t], 2 * c), @shuffle(i16, sc16, undefined, pieceMask(2 * c)), 4);
+                const sa = @shuffle(i16, sc16, undefined, pieceMask(2 * c));
+                inline for (0..T) |t| acc_lo[t] = if (fold) halfDot(path, acc_lo[t], ua, actHalf(ab[t], 2 * c), sa) else halfDotOffset(path, acc_lo[t], ua, actHalf(ab[t], 2 * c), sa, 4);
                 const ub = ((q >> @splat(s0 + 2)) & three) | (((hm >> @splat(bit0 + 1)) & one) << @splat(2));
-                inline for (0..T) |t| acc_odd[t] = halfDotOffset(path, acc_odd[t], ub, actHalf(ab[t], 2 * c + 1), @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1)), 4);
+                const sb = @shuffle(i16, sc16, undefined, pieceMask(2 * c + 1));
+                inline for (0..T) |t| acc_odd[t] = if (fold) halfDot(path, acc_odd[t], ub, actHalf(ab[t], 2 * c + 1), sb) else halfDotOffset(path, acc_odd[t], ub, actHalf(ab[t], 2 * c + 1), sb, 4);
             }
+        }
+        if (fold) {
+            // Folded, only the total counts: Σ sc·(u − 4)·a = Σ sc·u·a − 4·Σ sc·bsum, the
+            // offset through the 16-element bsums (one vpmaddwd per token) rather than a
+            // second vpmaddubsw per 32 levels. Exact: |4·sc| ≤ 128, |bsum| ≤ 16·127.
+            const sc4 = sc16 << @splat(2);
+            inline for (0..T) |t| acc_lo[t] -%= maddwd16(path, ab[t].bsums, sc4);
         }
         return foldLanes(T, fold, acc_lo, acc_hi);
     }
