@@ -883,6 +883,20 @@ const TiledMinAcc = struct {
     }
 };
 
+/// The float step of a block whose `blockLanes` are `lanes` (weight scale d_w, activation
+/// scale d_a), in `dot`'s order: the vec_dot order's `add`, or the tiled order's
+/// (`TiledAcc.addTiled`, `TiledMinAcc.addTiledMin`). `mins`: the min·bsum lanes and dmin
+/// of a type with mins (`.{ .sub, .dmin }`), `null` otherwise.
+inline fn addLanes(dot: anytype, lanes: I32x16, d_w: f32, d_a: f32, mins: anytype) void {
+    const D = @TypeOf(dot.*);
+    if (comptime @TypeOf(mins) != @TypeOf(null)) {
+        if (comptime @hasDecl(D, "addTiledMin")) return dot.addTiledMin(lanes, mins.sub, d_w, mins.dmin, d_a);
+        return dot.add(lanes, d_a * d_w, mins.sub, d_a * mins.dmin);
+    }
+    if (comptime @hasDecl(D, "addTiled")) return dot.addTiled(lanes, @splat(0), d_w, d_a);
+    dot.add(lanes, d_a * d_w, @splat(0), 0);
+}
+
 /// What `blockLanes` returns per token: the 16 lanes of `Acc.add` (the even sub-blocks'
 /// in the low 8, the odd ones' in the high 8), or, folded, 8 lanes with the same total
 /// (all that the tiled order needs: one accumulator per token).
@@ -2803,9 +2817,7 @@ pub const Q5_K = struct {
     /// The float step of block `b` against `ab`, given their `blockLanes`: the mins
     /// against the activation's bsums, then `Acc.add` (or the tiled order's step).
     inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
-        const sub = maddwd16(path, ab.bsums, minsOf(b));
-        if (comptime @hasDecl(@TypeOf(dot.*), "addTiledMin")) return dot.addTiledMin(lanes, sub, f16f(b.d), f16f(b.dmin), ab.d);
-        dot.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+        addLanes(dot, lanes, f16f(b.d), ab.d, .{ .sub = maddwd16(path, ab.bsums, minsOf(b)), .dmin = f16f(b.dmin) });
     }
 
     /// The min of each 16-element bsum of an activation block (each 32-element
@@ -3035,8 +3047,7 @@ pub const Q3_K = struct {
     /// The float step of block `b` against `ab`, given their `blockLanes`.
     inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
         _ = path;
-        if (comptime @hasDecl(@TypeOf(dot.*), "addTiled")) return dot.addTiled(lanes, @splat(0), f16f(b.d), ab.d);
-        dot.add(lanes, ab.d * f16f(b.d), @splat(0), 0);
+        addLanes(dot, lanes, f16f(b.d), ab.d, null);
     }
 
     const tiled = TiledKernels(@This(), TiledAcc(0));
@@ -3224,9 +3235,7 @@ pub const Q2_K = struct {
     /// The float step of block `b` against `ab`, given their `blockLanes`: the mins
     /// against the activation's bsums, then `Acc.add` (or the tiled order's step).
     inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
-        const sub = maddwd16(path, ab.bsums, minsOf(b));
-        if (comptime @hasDecl(@TypeOf(dot.*), "addTiledMin")) return dot.addTiledMin(lanes, sub, f16f(b.d), f16f(b.dmin), ab.d);
-        dot.add(lanes, ab.d * f16f(b.d), sub, ab.d * f16f(b.dmin));
+        addLanes(dot, lanes, f16f(b.d), ab.d, .{ .sub = maddwd16(path, ab.bsums, minsOf(b)), .dmin = f16f(b.dmin) });
     }
 
     /// The min of each 16-element sub-block (one per bsum of an activation block):
@@ -3432,8 +3441,7 @@ pub const IQ4_XS = struct {
     /// The float step of block `b` against `ab`, given their `blockLanes`.
     inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
         _ = path;
-        if (comptime @hasDecl(@TypeOf(dot.*), "addTiled")) return dot.addTiled(lanes, @splat(0), f16f(b.d), ab.d);
-        dot.add(lanes, ab.d * f16f(b.d), @splat(0), 0);
+        addLanes(dot, lanes, f16f(b.d), ab.d, null);
     }
 
     const tiled = TiledKernels(@This(), TiledAcc(0));
