@@ -864,7 +864,7 @@ fn TiledAcc(comptime shift: u5) type {
     };
 }
 
-/// `TiledAcc` for the types with mins (Q5_K, Q4_K, Q2_K), as llama.cpp's AVX2 tiled
+/// `TiledAcc` for the types with mins (Q5_K, Q2_K; in llama.cpp Q4_K too), as its AVX2 tiled
 /// microkernel (`tiled_run_microtile_avx2`, HAS_MIN) finishes a super-block: the exact
 /// i32 sums s1 = Σ scale·u·a and s2 = Σ min·bsum, then res = f32(s1)·d_w,
 /// res = fma(−dmin, f32(s2), res) (`_mm256_fnmadd_ps`) and sum = fma(res, d_a, sum).
@@ -1037,9 +1037,9 @@ inline fn rowsDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
 /// of a block follow each other, so each weight block is read once per tile and its
 /// loads stay in registers/L1.
 ///
-/// A type that splits its `blockDot` in two, `blockLanes(path, N, b, ab)` (the exact
-/// integer lanes of block b against N activation blocks, its levels and scales decoded
-/// once for all of them) and `blockAdd(path, b, ab, lanes, dot)` (the float step), has
+/// A type that splits its `blockDot` in two, `blockLanes(path, N, fold, b, ab)` (the
+/// exact integer lanes of block b against N activation blocks, its levels and scales
+/// decoded once for all of them) and `blockAdd(path, b, ab, lanes, dot)` (the float step), has
 /// each weight block decoded once per tile rather than once per (row, token): the same
 /// integers and the same float steps, so the same bits. Without the split, the 1B shape
 /// in IQ4_XS ran its prompts at 0.53 of llama.cpp on the AVX2 Zen 3 host, all of the
