@@ -883,18 +883,21 @@ const TiledMinAcc = struct {
     }
 };
 
-/// The float step of a block whose `blockLanes` are `lanes` (weight scale d_w, activation
-/// scale d_a), in `dot`'s order: the vec_dot order's `add`, or the tiled order's
-/// (`TiledAcc.addTiled`, `TiledMinAcc.addTiledMin`). `mins`: the min·bsum lanes and dmin
-/// of a type with mins (`.{ .sub, .dmin }`), `null` otherwise.
-inline fn addLanes(dot: anytype, lanes: I32x16, d_w: f32, d_a: f32, mins: anytype) void {
+/// The float step of block `b` of type `T` against `ab`, given their `blockLanes`, in
+/// `dot`'s order: the vec_dot order's `add`, or the tiled order's (`TiledAcc.addTiled`,
+/// `TiledMinAcc.addTiledMin`). A type with mins declares `minsOf` (its mins by
+/// 16-element bsum: maddwd with the activation's bsums gives the min·bsum lanes).
+inline fn blockAdd(comptime T: type, comptime path: Path, b: *align(1) const T.Block, ab: *align(1) const Q8_K.Block, lanes: I32x16, dot: anytype) void {
     const D = @TypeOf(dot.*);
-    if (comptime @TypeOf(mins) != @TypeOf(null)) {
-        if (comptime @hasDecl(D, "addTiledMin")) return dot.addTiledMin(lanes, mins.sub, d_w, mins.dmin, d_a);
-        return dot.add(lanes, d_a * d_w, mins.sub, d_a * mins.dmin);
+    const d_w = f16f(b.d);
+    if (comptime @hasDecl(T, "minsOf")) {
+        const sub = maddwd16(path, ab.bsums, T.minsOf(b));
+        const dmin = f16f(b.dmin);
+        if (comptime @hasDecl(D, "addTiledMin")) return dot.addTiledMin(lanes, sub, d_w, dmin, ab.d);
+        return dot.add(lanes, ab.d * d_w, sub, ab.d * dmin);
     }
-    if (comptime @hasDecl(D, "addTiled")) return dot.addTiled(lanes, @splat(0), d_w, d_a);
-    dot.add(lanes, d_a * d_w, @splat(0), 0);
+    if (comptime @hasDecl(D, "addTiled")) return dot.addTiled(lanes, @splat(0), d_w, ab.d);
+    dot.add(lanes, ab.d * d_w, @splat(0), 0);
 }
 
 /// What `blockLanes` returns per token: the 16 lanes of `Acc.add` (the even sub-blocks'
@@ -981,9 +984,11 @@ inline fn sumEach(comptime T: usize, v: [T]I32x8) @Vector(T, i32) {
         @shuffle(i32, q[0], q[1], [8]i32{ 4, 5, 6, 7, -5, -6, -7, -8 });
 }
 
-/// The tiled-order kernels of a type `T` that splits its `blockDot` (`blockLanes`,
-/// `blockAdd`), with its tiled float order `Acc` (`TiledAcc(0)` or `TiledMinAcc`).
-fn TiledKernels(comptime T: type, comptime Acc: type) type {
+/// The tiled-order kernels of a type `T` that splits its `blockDot` (`blockLanes`, then
+/// `blockAdd`): its float order is `TiledMinAcc` if it has mins (`minsOf`), else
+/// `TiledAcc(0)`.
+fn TiledKernels(comptime T: type) type {
+    const Acc = if (@hasDecl(T, "minsOf")) TiledMinAcc else TiledAcc(0);
     return struct {
         /// R rows in llama.cpp's tiled order (batches of `tiled_min_tokens` or more).
         pub fn vecDotRowsTiled(comptime R: usize, w_rows: [R][]align(1) const T.Block, a: []align(1) const Q8_K.Block) [R]f32 {
@@ -1039,7 +1044,7 @@ inline fn rowsDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
 ///
 /// A type that splits its `blockDot` in two, `blockLanes(path, N, fold, b, ab)` (the
 /// exact integer lanes of block b against N activation blocks, its levels and scales
-/// decoded once for all of them) and `blockAdd(path, b, ab, lanes, dot)` (the float step), has
+/// decoded once for all of them) and then `blockAdd(T, path, b, ab, lanes, dot)` (the float step), has
 /// each weight block decoded once per tile rather than once per (row, token): the same
 /// integers and the same float steps, so the same bits. Without the split, the 1B shape
 /// in IQ4_XS ran its prompts at 0.53 of llama.cpp on the AVX2 Zen 3 host, all of the
@@ -1057,7 +1062,7 @@ inline fn tileDotAcc(comptime T: type, comptime Acc: type, comptime path: Path, 
             inline for (0..R) |r| {
                 const b = &w_rows[r][j];
                 const lanes = T.blockLanes(path, N, false, b, column);
-                inline for (0..N) |t| T.blockAdd(path, b, column[t], lanes[t], &dots[t][r]);
+                inline for (0..N) |t| blockAdd(T, path, b, column[t], lanes[t], &dots[t][r]);
             }
         } else inline for (0..R) |r| {
             inline for (0..N) |t| T.blockDot(path, &w_rows[r][j], &a_rows[t][j], &dots[t][r]);
@@ -2789,7 +2794,7 @@ pub const Q5_K = struct {
 
     /// One super-block's contribution to `dot`.
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
-        blockAdd(path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
+        blockAdd(@This(), path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
     }
 
     /// Block `b` against T activation blocks: per token the 16 exact lanes `Acc.add`
@@ -2814,12 +2819,6 @@ pub const Q5_K = struct {
         return foldLanes(T, fold, acc_lo, acc_hi);
     }
 
-    /// The float step of block `b` against `ab`, given their `blockLanes`: the mins
-    /// against the activation's bsums, then `Acc.add` (or the tiled order's step).
-    inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
-        addLanes(dot, lanes, f16f(b.d), ab.d, .{ .sub = maddwd16(path, ab.bsums, minsOf(b)), .dmin = f16f(b.dmin) });
-    }
-
     /// The min of each 16-element bsum of an activation block (each 32-element
     /// sub-block's min twice): maddwd with the bsums gives the min·bsum lanes, whose
     /// total is s2.
@@ -2828,7 +2827,7 @@ pub const Q5_K = struct {
         return @shuffle(u8, mins, undefined, [16]i32{ 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7 });
     }
 
-    const tiled = TiledKernels(@This(), TiledMinAcc);
+    const tiled = TiledKernels(@This());
     pub const vecDotRowsTiled = tiled.vecDotRowsTiled;
     pub const vecDotTileTiled = tiled.vecDotTileTiled;
     pub const vecDotTiled = tiled.vecDotTiled;
@@ -3003,7 +3002,7 @@ pub const Q3_K = struct {
 
     /// One super-block's contribution to `dot`.
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
-        blockAdd(path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
+        blockAdd(@This(), path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
     }
 
     /// Block `b` against T activation blocks: per token the 16 exact lanes `Acc.add`
@@ -3044,13 +3043,7 @@ pub const Q3_K = struct {
         return foldLanes(T, fold, acc_lo, acc_hi);
     }
 
-    /// The float step of block `b` against `ab`, given their `blockLanes`.
-    inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
-        _ = path;
-        addLanes(dot, lanes, f16f(b.d), ab.d, null);
-    }
-
-    const tiled = TiledKernels(@This(), TiledAcc(0));
+    const tiled = TiledKernels(@This());
     pub const vecDotRowsTiled = tiled.vecDotRowsTiled;
     pub const vecDotTileTiled = tiled.vecDotTileTiled;
     pub const vecDotTiled = tiled.vecDotTiled;
@@ -3204,7 +3197,7 @@ pub const Q2_K = struct {
 
     /// One super-block's contribution to `dot`.
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
-        blockAdd(path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
+        blockAdd(@This(), path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
     }
 
     /// Block `b` against T activation blocks: per token the 16 exact lanes `Acc.add`
@@ -3232,12 +3225,6 @@ pub const Q2_K = struct {
         return foldLanes(T, fold, acc_lo, acc_hi);
     }
 
-    /// The float step of block `b` against `ab`, given their `blockLanes`: the mins
-    /// against the activation's bsums, then `Acc.add` (or the tiled order's step).
-    inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
-        addLanes(dot, lanes, f16f(b.d), ab.d, .{ .sub = maddwd16(path, ab.bsums, minsOf(b)), .dmin = f16f(b.dmin) });
-    }
-
     /// The min of each 16-element sub-block (one per bsum of an activation block):
     /// maddwd with the bsums gives the min·bsum lanes, whose total is s2.
     inline fn minsOf(b: *align(1) const Block) @Vector(16, i16) {
@@ -3245,7 +3232,7 @@ pub const Q2_K = struct {
         return scv >> @splat(4);
     }
 
-    const tiled = TiledKernels(@This(), TiledMinAcc);
+    const tiled = TiledKernels(@This());
     pub const vecDotRowsTiled = tiled.vecDotRowsTiled;
     pub const vecDotTileTiled = tiled.vecDotTileTiled;
     pub const vecDotTiled = tiled.vecDotTiled;
@@ -3435,16 +3422,10 @@ pub const IQ4_XS = struct {
 
     /// One super-block's contribution to `dot`.
     inline fn blockDot(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, dot: anytype) void {
-        blockAdd(path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
+        blockAdd(@This(), path, b, ab, blockLanes(path, 1, false, b, .{ab})[0], dot);
     }
 
-    /// The float step of block `b` against `ab`, given their `blockLanes`.
-    inline fn blockAdd(comptime path: Path, b: *align(1) const Block, ab: *align(1) const Act.Block, lanes: I32x16, dot: anytype) void {
-        _ = path;
-        addLanes(dot, lanes, f16f(b.d), ab.d, null);
-    }
-
-    const tiled = TiledKernels(@This(), TiledAcc(0));
+    const tiled = TiledKernels(@This());
     pub const vecDotRowsTiled = tiled.vecDotRowsTiled;
     pub const vecDotTileTiled = tiled.vecDotTileTiled;
     pub const vecDotTiled = tiled.vecDotTiled;
@@ -3502,7 +3483,7 @@ pub const IQ4_XS = struct {
 
 /// a with the sign of w, for w ≠ 0 (the IQ4 codebook has no 0): −a (wrapping) where w < 0,
 /// a elsewhere. One vpsignb on x86.
-inline fn signOf(comptime path: Path, a: I8x32, w: I8x32) I8x32 {
+pub inline fn signOf(comptime path: Path, a: I8x32, w: I8x32) I8x32 {
     if (path == .generic) return @select(i8, w < @as(I8x32, @splat(0)), -%a, a);
     return asm ("vpsignb %[w], %[a], %[out]"
         : [out] "=x" (-> I8x32),

@@ -941,12 +941,7 @@ fn Legacy(comptime kind: Kind) type {
         inline fn wide8SignedDot(ab: anytype, mag: [8]@Vector(32, u8), v: [8]@Vector(32, i8)) @Vector(8, i32) {
             var dot: @Vector(8, i32) = @splat(0);
             inline for (0..8) |k| {
-                const signed = asm ("vpsignb %[w], %[x], %[out]"
-                    : [out] "=x" (-> @Vector(32, i8)),
-                    : [x] "x" (wide8Group(ab, k)),
-                      [w] "x" (v[k]),
-                );
-                dot +%= maddwdOnes(maddubs(mag[k], signed));
+                dot +%= maddwdOnes(maddubs(mag[k], wide.signOf(.avx2, wide8Group(ab, k), v[k])));
             }
             return dot;
         }
