@@ -40,16 +40,28 @@ export { DEFAULT_SAMPLER_PARAMS, resolveSamplerParams } from "./src/sampler/mod.
 export type { SamplerParams } from "./src/sampler/mod.ts";
 export { VERSION } from "./src/version.ts";
 
-// The model behind an `Llm` (`llm.model`, `llm.config`) and its errors.
+// The model behind an `Llm` (`llm.model`, `llm.context`, `llm.config`) and its errors.
 export {
   type CacheType,
+  type ContextOptions,
   type LlamaConfig,
-  LlamaModel,
   ModelError,
+  type ModelLoadOptions,
   type ModelMemory,
-  type ModelOptions,
   SUPPORTED_ARCHITECTURES,
 } from "./src/model/mod.ts";
+
+// Generation, written once: the per-sequence state, logit processors, the step driver.
+export {
+  Driver,
+  type GenerationTarget,
+  Job,
+  LogitBias,
+  type LogitProcessor,
+  Sequence,
+  type SequenceOptions,
+  type TokenEvent,
+} from "./src/generation/mod.ts";
 
 // Chat: templates rendered as llama.cpp renders them, and multi-turn sessions.
 export {
@@ -58,6 +70,7 @@ export {
   type ChatMessage,
   ChatSession,
   type ChatSessionOptions,
+  type ChatTarget,
   ChatTemplate,
   ChatTemplateError,
 } from "./src/chat/mod.ts";

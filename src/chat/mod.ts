@@ -22,6 +22,7 @@ export { strftime } from "./strftime.ts";
 export {
   ChatSession,
   type ChatSessionOptions,
+  type ChatTarget,
   type ChatTurn,
   type ChatTurnOptions,
 } from "./session.ts";

@@ -15,7 +15,7 @@
  * @module
  */
 import { spawnSync } from "node:child_process";
-import type { LlamaModel } from "../model/mod.ts";
+import type { Context } from "../model/mod.ts";
 
 /** One benchmark cell. */
 export interface BenchCase {
@@ -84,29 +84,29 @@ function benchTokens(count: number, vocabSize: number): Int32Array {
 }
 
 /**
- * Runs one case on `model` (loaded with `threads` and a context of at least
- * `depth + tokenCount`): the `depth` tokens once, untimed, then a warm-up and
- * `repetitions` timed runs, each continuing at position `depth`.
+ * Runs one case on slot 0 of `context` (made with `threads` and at least
+ * `depth + tokenCount` positions): the `depth` tokens once, untimed, then a
+ * warm-up and `repetitions` timed runs, each continuing at position `depth`.
  */
 export function benchModel(
-  model: LlamaModel,
+  context: Context,
   kind: "pp" | "tg",
   tokenCount: number,
   repetitions: number,
   depth = 0,
 ): Throughput {
-  const ids = benchTokens(depth + tokenCount, model.config.vocabSize);
-  if (depth > 0) model.forward(ids.subarray(0, depth), 0);
+  const ids = benchTokens(depth + tokenCount, context.model.config.vocabSize);
+  if (depth > 0) context.forward(ids.subarray(0, depth), 0);
   const test = ids.subarray(depth);
   const one = new Int32Array(1);
   const runOnce = (): number => {
     const start = performance.now();
     if (kind === "pp") {
-      model.forward(test, depth);
+      context.forward(test, depth);
     } else {
       for (let i = 0; i < tokenCount; i++) {
         one[0] = test[i];
-        model.forward(one, depth + i);
+        context.forward(one, depth + i);
       }
     }
     return performance.now() - start;

@@ -8,7 +8,7 @@ import {
   benchRow,
   benchTable,
 } from "./_bench.ts";
-import { LlamaModel } from "../model/mod.ts";
+import { Context, Model } from "../model/mod.ts";
 import { resolveModel } from "../hub/resolve.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
@@ -69,15 +69,12 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
   for (const threads of threadList) {
     const contextSize = Math.max(...depths) + Math.max(...prompts, ...gens);
     const repack = values["no-repack"] !== true;
-    const model = LlamaModel.load(path, {
-      threads,
-      contextSize,
-      batchSize: 512,
-      repack,
-    });
+    const model = Model.load(path, { repack });
+    let context: Context | undefined;
     try {
+      context = new Context(model, { threads, contextSize, batchSize: 512, maxLogits: 1 });
       const c = model.config;
-      const sizeMiB = model.memory.weightsBytes / (1 << 20);
+      const sizeMiB = context.memory.weightsBytes / (1 << 20);
       modelLine = `${c.architecture} ${c.blockCount}L ${c.embeddingLength}d ` +
         `${model.weights.typeName} ${sizeMiB.toFixed(1)} MiB`;
       // llama-bench's order: each test at every depth.
@@ -91,7 +88,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
       ];
       for (const benchCase of cases) {
         const ours = benchModel(
-          model,
+          context,
           benchCase.kind,
           benchCase.tokenCount,
           repetitions,
@@ -112,6 +109,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
         }
       }
     } finally {
+      context?.close();
       model.close();
     }
   }

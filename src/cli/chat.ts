@@ -17,9 +17,10 @@ import { isatty } from "node:tty";
 import { ChatSession, ChatTemplateError, type ChatTurn } from "../chat/mod.ts";
 import { GgufError } from "../gguf/reader.ts";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
-import { type CacheType, LlamaModel, ModelError } from "../model/mod.ts";
+import { type CacheType, ModelError } from "../model/mod.ts";
+import { Llm } from "../llm/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampler/mod.ts";
-import { Tokenizer } from "../tokenizer/mod.ts";
+import { TokenizerError } from "../tokenizer/mod.ts";
 import { CHAT_TEMPLATE_HELP, cliChatTemplate, oneLine } from "./_chat_template.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
@@ -104,16 +105,18 @@ function parseChatArgs(values: OptionValues, positionals: string[]): ChatArgs {
   };
 }
 
-function loadModel(args: ChatArgs): LlamaModel {
+async function loadModel(args: ChatArgs): Promise<Llm> {
   try {
-    return LlamaModel.load(args.model, {
+    return await Llm.load(args.model, {
       contextSize: args.contextSize,
       batchSize: args.batchSize,
       cacheType: args.cacheType,
       threads: args.threads,
     });
   } catch (error) {
-    if (error instanceof GgufError || error instanceof ModelError) {
+    if (
+      error instanceof GgufError || error instanceof ModelError || error instanceof TokenizerError
+    ) {
       throw new Error(`"${args.model}": ${error.message}`);
     }
     throw error;
@@ -343,15 +346,11 @@ async function runLines(loop: ChatLoop): Promise<number> {
 
 async function chat(values: OptionValues, positionals: string[]): Promise<number> {
   const args = parseChatArgs(values, positionals);
-  const model = loadModel(args);
+  const llm = await loadModel(args);
   try {
+    const model = llm.model;
     warmUp(model.gguf.bytes, args.model);
-    let tokenizer: Tokenizer;
-    try {
-      tokenizer = Tokenizer.fromGguf(model.gguf);
-    } catch (error) {
-      throw new Error(`"${args.model}": ${error instanceof Error ? error.message : error}`);
-    }
+    const tokenizer = llm.tokenizer;
     const template = cliChatTemplate(model.gguf, tokenizer, args.template, args.model);
     // A template that cannot render a first turn is an error now, not at the first message.
     try {
@@ -363,8 +362,8 @@ async function chat(values: OptionValues, positionals: string[]): Promise<number
       const message = error instanceof Error ? error.message : String(error);
       throw new Error(oneLine(`"${args.template ?? args.model}": ${message}`));
     }
-    if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
-    const session = new ChatSession(model, tokenizer, template, {
+    if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = llm.context.contextSize;
+    const session = new ChatSession(llm, template, {
       system: args.system,
       sampling: args.sampling,
       seed: args.seed,
@@ -382,7 +381,7 @@ async function chat(values: OptionValues, positionals: string[]): Promise<number
       throw new Error(oneLine(message));
     }
   } finally {
-    model.close();
+    llm.close();
   }
 }
 

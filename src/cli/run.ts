@@ -13,7 +13,7 @@ import { GgufError } from "../gguf/reader.ts";
 import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
 import type { GenerationResult } from "../generation/mod.ts";
 import { Llm } from "../llm/mod.ts";
-import { type CacheType, describeArchitecture, type LlamaModel, ModelError } from "../model/mod.ts";
+import { type CacheType, describeArchitecture, ModelError } from "../model/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampler/mod.ts";
 import { TokenizerError } from "../tokenizer/vocab.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
@@ -225,22 +225,23 @@ function samplingLine(args: RunArgs): string {
 }
 
 interface Summary {
-  model: LlamaModel;
+  llm: Llm;
   args: RunArgs;
   result: GenerationResult;
   loadMs: number;
   totalMs: number;
 }
 
-function summaryText({ model, args, result, loadMs, totalMs }: Summary): string {
-  const c = model.config;
+function summaryText({ llm, args, result, loadMs, totalMs }: Summary): string {
+  const c = llm.config;
   const t = result.timings;
-  const m = model.memory;
+  const context = llm.context;
+  const m = context.memory;
   return "\n" +
     `model: ${c.architecture} "${c.name}", ${c.blockCount} layers, embedding ${c.embeddingLength}, ` +
-    `vocab ${c.vocabSize}, ${model.weights.typeName}, ${model.threadCount} threads, ` +
-    `context ${model.contextSize}\n` +
-    `arch: ${describeArchitecture(model.model.architecture, c, c.headCountKv)}\n` +
+    `vocab ${c.vocabSize}, ${llm.model.weights.typeName}, ${context.threadCount} threads, ` +
+    `context ${context.contextSize}\n` +
+    `arch: ${describeArchitecture(llm.model.architecture, c, c.headCountKv)}\n` +
     samplingLine(args) +
     `${"".padEnd(12)}${"time".padStart(12)}${"tokens".padStart(8)}${"ms/token".padStart(10)}` +
     `${"tok/s".padStart(10)}\n` +
@@ -249,10 +250,11 @@ function summaryText({ model, args, result, loadMs, totalMs }: Summary): string 
     row("Generation", t.decodeMs + t.samplingMs, result.tokens.length) +
     row("Total", totalMs) +
     `memory: weights ${mib(m.weightsBytes)} mapped, KV cache ${mib(m.kvCacheBytes)} ` +
-    `(${model.cacheType}), scratch ${mib(m.scratchBytes)}\n`;
+    `(${context.cache.cacheType}), scratch ${mib(m.scratchBytes)}\n`;
 }
 
-function jsonText({ model, args, result, loadMs, totalMs }: Summary, prompt?: string): string {
+function jsonText({ llm, args, result, loadMs, totalMs }: Summary, prompt?: string): string {
+  const context = llm.context;
   const t = result.timings;
   const perSecond = (n: number, ms: number) => (ms > 0 ? n / ms * 1000 : null);
   const generationMs = t.decodeMs + t.samplingMs;
@@ -276,12 +278,12 @@ function jsonText({ model, args, result, loadMs, totalMs }: Summary, prompt?: st
       total_ms: totalMs,
     },
     memory: {
-      weights_bytes: model.memory.weightsBytes,
-      kv_cache_bytes: model.memory.kvCacheBytes,
-      scratch_bytes: model.memory.scratchBytes,
+      weights_bytes: context.memory.weightsBytes,
+      kv_cache_bytes: context.memory.kvCacheBytes,
+      scratch_bytes: context.memory.scratchBytes,
     },
     seed: args.seed,
-    threads: model.threadCount,
+    threads: context.threadCount,
   }) + "\n";
 }
 
@@ -308,7 +310,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
         );
       }
     }
-    if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = model.contextSize;
+    if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = llm.context.contextSize;
     const loadMs = performance.now() - start;
 
     const interrupt = new AbortController();
@@ -334,14 +336,14 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
     } finally {
       process.off("SIGINT", onInterrupt);
     }
-    const summary = { model, args, result, loadMs, totalMs: performance.now() - start };
+    const summary = { llm, args, result, loadMs, totalMs: performance.now() - start };
     if (args.json) {
       writeStdout(jsonText(summary, rendered));
     }
     if (!args.quiet) {
       if (result.finishReason === "context") {
         writeStderr(
-          `\ndotllm: note: the context of ${model.contextSize} tokens is full; ` +
+          `\ndotllm: note: the context of ${llm.context.contextSize} tokens is full; ` +
             "generation stopped (raise -c/--ctx-size)\n",
         );
       }

@@ -1,25 +1,26 @@
 /**
- * The generation loop of one sequence on one slot of a `Context`: prompt →
- * tokens → batched prefill of the tokens past the longest common prefix with
- * the slot's history → sample → decode, one token at a time, until an
- * end-of-generation token, the token limit, the end of the context, a stop
- * string, or an interrupt. Per-sequence state (sampler, stop strings,
- * streaming UTF-8 decoder) is a {@linkcode Sequence}.
+ * One sequence on one slot of a `Context`, start to end: prompt → tokens →
+ * the {@linkcode Driver} runs the prompt past what the slot keeps, then one
+ * token at a time until an end-of-generation token, the token limit, the end
+ * of the context, a stop string, or an interrupt. Per-sequence state
+ * (sampler, logit processors, stop strings, streaming UTF-8 decoder) is a
+ * {@linkcode Sequence}.
  *
  * The decode loop allocates no arrays: the generated ids go into a buffer
  * sized for the whole context, the context and sampler reuse their buffers.
  *
  * @example
  * ```ts
- * import { LlamaModel } from "../model/mod.ts";
+ * import { Context, Model } from "../model/mod.ts";
  * import { Sampler } from "../sampler/mod.ts";
  * import { Tokenizer } from "../tokenizer/mod.ts";
  * import { generate } from "./generate.ts";
  *
- * const model = LlamaModel.load("stories260K.gguf", { threads: 1 });
+ * const model = Model.load("stories260K.gguf");
+ * const context = new Context(model, { threads: 1 });
  * const tokenizer = Tokenizer.fromGguf(model.gguf);
  * const sampler = new Sampler(model.config.vocabSize, { temperature: 0 }, 42);
- * const result = await generate(model, tokenizer, sampler, {
+ * const result = await generate({ context }, tokenizer, sampler, {
  *   prompt: "Once upon a time",
  *   maxTokens: 64,
  *   stop: ["\n\n"],
@@ -27,19 +28,21 @@
  * });
  * console.log(result.finishReason, result.timings);
  * // Continuing: only the tokens past the common prefix are prefilled.
- * const more = await generate(model, tokenizer, sampler, {
+ * const more = await generate({ context }, tokenizer, sampler, {
  *   prompt: [...result.promptTokens, ...result.tokens],
  *   maxTokens: 16,
  * });
  * console.log(more.timings.reusedTokens, more.timings.prefillTokens);
+ * context.close();
  * model.close();
  * ```
  *
  * @module
  */
-import { Batch } from "../model/batch.ts";
 import type { Context } from "../model/context.ts";
 import type { Sampler } from "../sampler/sampler.ts";
+import { Driver, type GenerationTimings } from "./driver.ts";
+import type { LogitProcessor } from "./processors.ts";
 import {
   type FinishReason,
   Sequence,
@@ -48,8 +51,9 @@ import {
 } from "./sequence.ts";
 
 export type { FinishReason } from "./sequence.ts";
+export type { GenerationTimings } from "./driver.ts";
 
-/** Where a sequence runs: a context and one of its slots (default 0); a `LlamaModel` is one. */
+/** Where a sequence runs: a context and one of its slots (default 0); an `Llm` is one. */
 export interface GenerationTarget {
   readonly context: Context;
   readonly slot?: number;
@@ -79,20 +83,8 @@ export interface GenerateOptions {
   shouldStop?: () => boolean;
   /** Keep the whole text in the result (default true). */
   collectText?: boolean;
-}
-
-/** Timings in milliseconds. */
-export interface GenerationTimings {
-  prefillMs: number;
-  /** Prompt tokens run (the ones past the prefix the slot already held). */
-  prefillTokens: number;
-  /** Prompt tokens whose K/V the slot already held (not run again). */
-  reusedTokens: number;
-  /** Forward passes of generated tokens. */
-  decodeMs: number;
-  decodeTokens: number;
-  samplingMs: number;
-  sampledTokens: number;
+  /** Logit processors (logit bias, ...), run in order before the sampler. */
+  processors?: readonly LogitProcessor[];
 }
 
 /** The outcome of one generation. */
@@ -104,6 +96,8 @@ export interface GenerationResult {
   /** The prompt's token ids. */
   promptTokens: Int32Array;
   finishReason: FinishReason;
+  /** True when a stop string (not an end-of-generation token) ended it: `text` stops before it. */
+  stoppedByString: boolean;
   timings: GenerationTimings;
 }
 
@@ -138,20 +132,12 @@ export function promptTokens(
   return ids;
 }
 
-/** The batch of each context, made once (its capacity is the context's batch size). */
-const batches = new WeakMap<Context, Batch>();
-
-function batchOf(context: Context): Batch {
-  let batch = batches.get(context);
-  if (batch === undefined) batches.set(context, batch = new Batch(context.batchSize));
-  return batch;
-}
-
 /**
- * Runs one generation on `target`'s slot. The slot keeps the longest common
- * prefix of its history and the prompt (at most all but the prompt's last
- * token, whose logits are needed); only the rest is prefilled. Afterwards the
- * slot holds the prompt and every generated token but the last.
+ * Runs one generation on `target`'s slot (default 0) through the context's
+ * {@linkcode Driver}: the slot keeps what the KV cache allows of its common
+ * prefix with the prompt and runs the rest (see `KvCache.reusable`).
+ * Afterwards the slot holds the prompt and every generated token but the
+ * last. Other jobs on the same context advance in the same batches.
  */
 export async function generate(
   target: GenerationTarget,
@@ -160,8 +146,6 @@ export async function generate(
   options: GenerateOptions,
 ): Promise<GenerationResult> {
   const context = target.context;
-  const slot = target.slot ?? 0;
-  const cache = context.cache;
   const prompt = promptTokens(context, tokenizer, options.prompt);
   const sequence = new Sequence(tokenizer, {
     sampler,
@@ -171,79 +155,34 @@ export async function generate(
     onText: options.onText,
     onToken: options.onToken,
     collectText: options.collectText,
+    processors: options.processors,
   });
+  const driver = Driver.of(context);
+  const job = driver.start(sequence, prompt, { slot: target.slot ?? 0 });
   const shouldStop = options.shouldStop;
-  const timings: GenerationTimings = {
-    prefillMs: 0,
-    prefillTokens: 0,
-    reusedTokens: 0,
-    decodeMs: 0,
-    decodeTokens: 0,
-    samplingMs: 0,
-    sampledTokens: 0,
-  };
-  sequence.begin(prompt);
-
-  // Prefill past the common prefix, one batch per call, so an interrupt is seen between batches.
-  const batch = batchOf(context);
-  // A sliding-window layer's ring may no longer hold that prefix: truncate says what it kept.
-  const reused = cache.truncate(
-    slot,
-    Math.min(cache.commonPrefix(slot, prompt), prompt.length - 1),
-  );
-  timings.reusedTokens = reused;
-  let t0 = performance.now();
-  let lastYield = t0;
-  for (let start = reused; start < prompt.length; start += batch.capacity) {
-    if (shouldStop !== undefined && start > reused) {
-      await yieldToEventLoop();
-      lastYield = performance.now();
-      if (shouldStop()) {
-        sequence.end("interrupted");
-        break;
-      }
-    }
-    const end = Math.min(prompt.length, start + batch.capacity);
-    batch.clear();
-    for (let i = start; i < end; i++) batch.add(prompt[i], i, slot, i === prompt.length - 1);
-    context.decode(batch);
-    timings.prefillTokens += end - start;
-  }
-  timings.prefillMs = performance.now() - t0;
-
-  let pos = prompt.length;
-  while (!sequence.finished) {
+  let lastYield = performance.now();
+  while (!job.done) {
     if (shouldStop !== undefined) {
-      if (performance.now() - lastYield >= YIELD_INTERVAL_MS) {
+      // Between prefill batches, and at least every YIELD_INTERVAL_MS while decoding.
+      const prefillGoesOn = job.prefilling && job.next > job.reused;
+      if (prefillGoesOn || performance.now() - lastYield >= YIELD_INTERVAL_MS) {
         await yieldToEventLoop();
         lastYield = performance.now();
       }
       if (shouldStop()) {
-        sequence.end("interrupted");
+        driver.cancel(job);
         break;
       }
     }
-    t0 = performance.now();
-    const id = sequence.step(context.logits(0));
-    timings.samplingMs += performance.now() - t0;
-    if (id >= 0) timings.sampledTokens++;
-    if (sequence.finished) break;
-    if (pos >= context.contextSize) {
-      sequence.end("context");
-      break;
-    }
-    batch.clear();
-    batch.add(id, pos++, slot, true);
-    t0 = performance.now();
-    context.decode(batch);
-    timings.decodeMs += performance.now() - t0;
-    timings.decodeTokens++;
+    if (!driver.step()) throw new Error("the driver has nothing to run for an unfinished job");
   }
+  if (job.error !== undefined) throw job.error;
   return {
     text: sequence.text,
     tokens: sequence.tokens,
     promptTokens: prompt,
     finishReason: sequence.finishReason!,
-    timings,
+    stoppedByString: sequence.stoppedByString,
+    timings: job.timings,
   };
 }

@@ -1,19 +1,37 @@
-/** Text generation: per-sequence state, the decode loop, stop strings, streaming. @module */
+/**
+ * Text generation, written once: per-sequence state ({@linkcode Sequence}:
+ * logit processors, sampler, stop strings, finish reasons, log-probabilities),
+ * the step driver that runs many over one context ({@linkcode Driver}), and
+ * one sequence start to end ({@linkcode generate}).
+ *
+ * @module
+ */
+export {
+  Driver,
+  type DriverStats,
+  type GenerationTimings,
+  Job,
+  type StartOptions,
+} from "./driver.ts";
 export {
   type FinishReason,
   generate,
   type GenerateOptions,
   type GenerationResult,
   type GenerationTarget,
-  type GenerationTimings,
   type GenerationTokenizer,
   promptTokens,
 } from "./generate.ts";
+export { LogitBias, type LogitProcessor } from "./processors.ts";
 export {
   logSoftmaxAt,
+  logSumExp,
   Sequence,
   type SequenceOptions,
   type SequenceTokenizer,
+  type TokenAlternative,
   type TokenEvent,
+  TOP_LOGPROBS_MAX,
+  topIds,
 } from "./sequence.ts";
 export { StopMatcher } from "./stop.ts";

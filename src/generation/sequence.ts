@@ -6,9 +6,16 @@
  * A server keeps one `Sequence` per request and decodes them together
  * through `Context.decode`; `generate()` drives one over a context slot.
  *
- * Nothing is allocated per step apart from the released text: the event
- * object is reused (read it during the callback) and the generated ids go
- * into a buffer sized at creation.
+ * Every path from logits to a token id in dotllm is {@linkcode Sequence.step}:
+ * logit processors (logit bias, later grammar masks) change a private copy
+ * of the row, the sampler picks, and the end-of-generation, stop-string and
+ * length rules decide whether generation goes on. The step driver
+ * (`driver.ts`) runs any number of sequences over one `Context`.
+ *
+ * Nothing is allocated per step apart from the released text (and the
+ * top-alternatives list when asked for): the event object is reused (read it
+ * during the callback) and the generated ids go into a buffer sized at
+ * creation.
  *
  * @example Greedy decoding of one sequence, by hand
  * ```ts
@@ -42,6 +49,7 @@
  * @module
  */
 import type { Sampler } from "../sampler/sampler.ts";
+import type { LogitProcessor } from "./processors.ts";
 import { StopMatcher } from "./stop.ts";
 
 /** What a sequence needs from a tokenizer. */
@@ -52,8 +60,18 @@ export interface SequenceTokenizer {
   isEog(id: number): boolean;
 }
 
-/** Why generation ended. */
+/**
+ * Why generation ended: an end-of-generation token or a stop string
+ * (`"stop"`), the token limit (`"length"`), the end of the context
+ * (`"context"`), a cancel (`"interrupted"`).
+ */
 export type FinishReason = "stop" | "length" | "context" | "interrupted";
+
+/** A token and its log-probability. */
+export interface TokenAlternative {
+  token: number;
+  logprob: number;
+}
 
 /** One generated token (the object is reused: read it during the callback). */
 export interface TokenEvent {
@@ -63,9 +81,12 @@ export interface TokenEvent {
   text: string;
   /**
    * Natural log of the token's probability under the raw softmax of the
-   * logits (before penalties, temperature and truncation).
+   * model's logits (before logit processors, penalties, temperature and
+   * truncation); computed when `onToken` is given, else 0.
    */
   logprob: number;
+  /** The `topLogprobs` most likely tokens under the same softmax, best first (when asked for). */
+  top?: TokenAlternative[];
 }
 
 /** Options of a {@linkcode Sequence}. */
@@ -84,16 +105,47 @@ export interface SequenceOptions {
   onToken?: (event: TokenEvent) => void;
   /** Keep the whole text in {@linkcode Sequence.text} (default true). */
   collectText?: boolean;
+  /** Keep generating past end-of-generation tokens (llama.cpp's `ignore_eos`, for benchmarks). */
+  ignoreEos?: boolean;
+  /** -1 (default): no alternatives; k >= 0: each event's `top` lists the k likeliest tokens. */
+  topLogprobs?: number;
+  /** Run on a copy of each logits row, in order, before the sampler. */
+  processors?: readonly LogitProcessor[];
 }
 
-/** Natural log of softmax(logits)[id], computed stably; allocates nothing. */
-export function logSoftmaxAt(logits: Float32Array, id: number): number {
+/** The log of the softmax denominator of `logits`, computed stably; allocates nothing. */
+export function logSumExp(logits: Float32Array): number {
   let max = -Infinity;
   for (let i = 0; i < logits.length; i++) if (logits[i] > max) max = logits[i];
   let sum = 0;
   for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - max);
-  return logits[id] - max - Math.log(sum);
+  return max + Math.log(sum);
 }
+
+/** Natural log of softmax(logits)[id], computed stably; allocates nothing. */
+export function logSoftmaxAt(logits: Float32Array, id: number): number {
+  return logits[id] - logSumExp(logits);
+}
+
+/** The ids of the `k` largest logits, best first (ties: lower id first). */
+export function topIds(logits: Float32Array, k: number): number[] {
+  const ids: number[] = [];
+  if (k <= 0) return ids;
+  for (let i = 0; i < logits.length; i++) {
+    if (ids.length === k && logits[i] <= logits[ids[k - 1]]) continue;
+    let j = ids.length < k ? ids.length : k - 1;
+    if (ids.length < k) ids.push(i);
+    while (j > 0 && logits[ids[j - 1]] < logits[i]) {
+      ids[j] = ids[j - 1];
+      j--;
+    }
+    ids[j] = i;
+  }
+  return ids;
+}
+
+/** Most alternatives per token (OpenAI's `top_logprobs` limit). */
+export const TOP_LOGPROBS_MAX = 20;
 
 /** The generation state of one sequence. */
 export class Sequence {
@@ -107,6 +159,11 @@ export class Sequence {
   readonly #onText?: (text: string) => void;
   readonly #onToken?: (event: TokenEvent) => void;
   readonly #collect: boolean;
+  readonly #ignoreEos: boolean;
+  readonly #topLogprobs: number;
+  readonly #processors: readonly LogitProcessor[];
+  /** The processed copy of a logits row (made on the first step that needs it). */
+  #scratch: Float32Array | undefined;
   #released = "";
   #text = "";
   #count = 0;
@@ -123,6 +180,15 @@ export class Sequence {
     this.#onText = options.onText;
     this.#onToken = options.onToken;
     this.#collect = options.collectText ?? true;
+    this.#ignoreEos = options.ignoreEos ?? false;
+    const top = options.topLogprobs ?? -1;
+    if (!Number.isInteger(top) || top < -1 || top > TOP_LOGPROBS_MAX) {
+      throw new RangeError(
+        `topLogprobs must be an integer in [-1, ${TOP_LOGPROBS_MAX}], got ${top}`,
+      );
+    }
+    this.#topLogprobs = top;
+    this.#processors = options.processors ?? [];
     this.#stops = new StopMatcher(options.stop ?? [], (piece) => {
       this.#released += piece;
       if (this.#collect) this.#text += piece;
@@ -162,6 +228,11 @@ export class Sequence {
     return this.#count;
   }
 
+  /** True when a stop string ended generation (the text then stops before it). */
+  get stoppedByString(): boolean {
+    return this.#stops.stopped;
+  }
+
   /** The text released so far (stop string excluded); "" when `collectText` is false. */
   get text(): string {
     return this.#text;
@@ -179,25 +250,43 @@ export class Sequence {
       this.end("length");
       return -1;
     }
-    const id = this.sampler.sample(logits);
-    if (this.#tokenizer.isEog(id)) {
+    const id = this.sampler.sample(this.#process(logits));
+    for (const p of this.#processors) p.accept?.(id);
+    if (!this.#ignoreEos && this.#tokenizer.isEog(id)) {
       this.end("stop");
       return id;
     }
-    const logprob = this.#onToken ? logSoftmaxAt(logits, id) : 0;
+    const e = this.#event;
+    if (this.#onToken !== undefined) {
+      const lse = logSumExp(logits);
+      e.logprob = logits[id] - lse;
+      if (this.#topLogprobs >= 0) {
+        e.top = topIds(logits, this.#topLogprobs).map((t) => ({
+          token: t,
+          logprob: logits[t] - lse,
+        }));
+      }
+    }
     this.sampler.accept(id);
     this.#generated[this.#count++] = id;
     this.#released = "";
     const stopped = this.#stops.push(this.#decoder.push(id));
-    const e = this.#event;
     e.token = id;
     e.text = this.#released;
-    e.logprob = logprob;
     this.#onToken?.(e);
     if (stopped) this.end("stop");
     else if (this.maxTokens >= 0 && this.#count >= this.maxTokens) this.end("length");
     else if (this.#count >= this.#generated.length) this.end("context");
     return id;
+  }
+
+  /** The row the sampler sees: `logits` itself, or a processed copy when there are processors. */
+  #process(logits: Float32Array): Float32Array {
+    if (this.#processors.length === 0) return logits;
+    const row = this.#scratch ??= new Float32Array(logits.length);
+    row.set(logits);
+    for (const p of this.#processors) p.process(row);
+    return row;
   }
 
   /** Ends generation for `reason` (e.g. the context is full, or an interrupt) and flushes the text. */

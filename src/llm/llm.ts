@@ -5,7 +5,7 @@
  *
  * Built on the engine of `src/model/` ({@linkcode Model}, a one-slot
  * {@linkcode Context}), {@linkcode Tokenizer}, {@linkcode Sampler} and the
- * generation loop of `src/generation/`. A generation continues the slot's
+ * generation core of `src/generation/`. A generation continues the slot's
  * history: only the prompt tokens past the longest common prefix with what
  * the slot already holds are prefilled (a chat's next turn reuses the last).
  * More sequences at once: {@linkcode Llm.createContext} gives a context of
@@ -26,35 +26,35 @@
  * @module
  */
 import { applyChatTemplate, type ApplyTemplateOptions, type ChatMessage } from "../chat/mod.ts";
-import { generate, type GenerationResult } from "../generation/mod.ts";
+import { generate, type GenerationResult, LogitBias } from "../generation/mod.ts";
 import {
   type CacheType,
   Context,
   type ContextOptions,
-  LlamaModel,
-  type Model,
+  Model,
   type ModelConfig,
+  type ModelLoadOptions,
 } from "../model/mod.ts";
 import { prepareLibrary } from "../native/locate.ts";
 import { randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import { type DecodeOptions, Tokenizer } from "../tokenizer/mod.ts";
 
-/** Options of {@linkcode Llm.load}. */
-export interface LlmOptions {
+/**
+ * How a model loads and the context it runs in: the one options type of
+ * `Llm.load`, the server and the CLI (`Model.load` takes the model's part,
+ * `new Context` the context's).
+ */
+export interface LlmOptions extends ModelLoadOptions {
   /** Kernel threads; 0 (default) = every CPU. */
   threads?: number;
-  /** KV cache positions; default min(the model's context, 4096). */
+  /** KV cache positions; default min(the model's context, 4096); 0 = the model's training context. */
   contextSize?: number;
   /** Prompt tokens per prefill batch; default 512. */
   batchSize?: number;
   /** KV cache element type; default `"f16"` (as llama.cpp). */
   cacheType?: CacheType;
-  /**
-   * Copy Q4_0/IQ4_NL/Q4_K matmul weights into the library's interleaved layouts at
-   * load where this machine has them (default true: same output, faster
-   * decoding; llama.cpp's `--repack`).
-   */
-  repack?: boolean;
+  /** The kernels to run on (see `ContextOptions.kernels`); default the library's. */
+  kernels?: ContextOptions["kernels"];
 }
 
 /** Options of {@linkcode Llm.generate}: the sampling parameters (llama.cpp's defaults) and limits. */
@@ -65,6 +65,8 @@ export interface LlmGenerateOptions extends Partial<SamplerParams> {
   stop?: readonly string[];
   /** Random seed (0 to 2^32-1); default random. Same seed, same options: same tokens. */
   seed?: number;
+  /** `[token id, bias]` pairs added to those tokens' logits before sampling; -Infinity bans one. */
+  logitBias?: Iterable<readonly [number, number]>;
   /** Cancels the generation: the iterator then throws `signal.reason`. */
   signal?: AbortSignal;
 }
@@ -107,39 +109,40 @@ export interface TokenizeOptions {
   parseSpecial?: boolean;
 }
 
-/** A loaded model with its tokenizer. One generation at a time; {@linkcode close} when done. */
+/** A loaded model with its tokenizer and a one-slot context. One generation at a time; {@linkcode close} when done. */
 export class Llm {
-  /** The model with its one-slot context (`model.model`: weights; `model.context`: KV cache). */
-  readonly model: LlamaModel;
+  /** The immutable model (mapping, config, architecture, weights). */
+  readonly model: Model;
+  /** The one-slot context generations run on (its KV cache holds the last sequence). */
+  readonly context: Context;
   /** The model's tokenizer. */
   readonly tokenizer: Tokenizer;
   readonly #threads: number;
   #busy = false;
   #closed = false;
 
-  private constructor(model: LlamaModel, tokenizer: Tokenizer, threads: number) {
+  private constructor(model: Model, context: Context, tokenizer: Tokenizer, threads: number) {
     this.model = model;
+    this.context = context;
     this.tokenizer = tokenizer;
     this.#threads = threads;
   }
 
   /**
-   * Maps the GGUF file at `path` and loads the model and its tokenizer.
-   * Fetches the native library first when the package was loaded over
-   * http(s). Throws `GgufError` / `ModelError` / `TokenizerError` for a bad
-   * file and `RangeError` for a bad option.
+   * Maps the GGUF file at `path` and loads the model, its tokenizer and a
+   * one-slot context. Fetches the native library first when the package was
+   * loaded over http(s). Throws `GgufError` / `ModelError` /
+   * `TokenizerError` for a bad file and `RangeError` for a bad option.
    */
   static async load(path: string, options: LlmOptions = {}): Promise<Llm> {
     await prepareLibrary();
-    const model = LlamaModel.load(path, {
-      threads: options.threads,
-      contextSize: options.contextSize,
-      batchSize: options.batchSize,
-      cacheType: options.cacheType,
-      repack: options.repack,
-    });
+    const { native, repack, ...contextOptions } = options;
+    const own = options.kernels === undefined; // other kernels read the file's layouts
+    const model = Model.load(path, { native, repack: repack ?? own });
     try {
-      return new Llm(model, Tokenizer.fromGguf(model.gguf), options.threads ?? 0);
+      const tokenizer = Tokenizer.fromGguf(model.gguf);
+      const context = new Context(model, { ...contextOptions, slots: 1, maxLogits: 1 });
+      return new Llm(model, context, tokenizer, options.threads ?? 0);
     } catch (error) {
       model.close();
       throw error;
@@ -149,11 +152,6 @@ export class Llm {
   /** The model's hyper-parameters. */
   get config(): ModelConfig {
     return this.model.config;
-  }
-
-  /** The one-slot context generations run on (its KV cache holds the last sequence). */
-  get context(): Context {
-    return this.model.context;
   }
 
   /**
@@ -177,12 +175,7 @@ export class Llm {
    */
   createContext(options: ContextOptions = {}): Context {
     if (this.#closed) throw new Error("Llm used after close");
-    return new Context(this.weights, { threads: this.#threads, ...options });
-  }
-
-  /** The immutable model (mapping, config, architecture, weights). */
-  get weights(): Model {
-    return this.model.model;
+    return new Context(this.model, { threads: this.#threads, ...options });
   }
 
   /** Token ids of `text` (BOS added as the model asks unless `addSpecial` is false). */
@@ -213,9 +206,10 @@ export class Llm {
   ): AsyncGenerator<GeneratedPiece, GenerationResult, undefined> {
     if (this.#closed) throw new Error("Llm used after close");
     if (this.#busy) throw new Error("Llm is already generating: one generation at a time");
-    const { maxTokens, stop, seed, signal, ...sampling } = options;
+    const { maxTokens, stop, seed, signal, logitBias, ...sampling } = options;
     signal?.throwIfAborted();
     const sampler = new Sampler(this.model.config.vocabSize, sampling, seed ?? randomSeed());
+    const processors = this.#processors(logitBias);
     // A token's piece is complete once the next token is sampled or generation
     // has ended (the final flush adds the held-back tail to the last piece).
     const ready: GeneratedPiece[] = [];
@@ -232,10 +226,11 @@ export class Llm {
     let failure: unknown;
     let done = false;
     this.#busy = true;
-    const run = generate(this.model, this.tokenizer, sampler, {
+    const run = generate(this, this.tokenizer, sampler, {
       prompt,
       maxTokens,
       stop,
+      processors,
       onText: (text) => (tail += text), // text released after the last token: the flush
       onToken: (e) => {
         release();
@@ -287,14 +282,16 @@ export class Llm {
   ): Promise<GenerationResult> {
     if (this.#closed) throw new Error("Llm used after close");
     if (this.#busy) throw new Error("Llm is already generating: one generation at a time");
-    const { maxTokens, stop, seed, signal, onText, collectText, ...sampling } = options;
+    const { maxTokens, stop, seed, signal, onText, collectText, logitBias, ...sampling } = options;
     const sampler = new Sampler(this.model.config.vocabSize, sampling, seed ?? randomSeed());
+    const processors = this.#processors(logitBias);
     this.#busy = true;
     try {
-      return await generate(this.model, this.tokenizer, sampler, {
+      return await generate(this, this.tokenizer, sampler, {
         prompt,
         maxTokens,
         stop,
+        processors,
         onText,
         collectText,
         shouldStop: signal ? () => signal.aborted : undefined,
@@ -326,11 +323,18 @@ export class Llm {
     return yield* this.generate(this.applyTemplate(messages, { template, now }), rest);
   }
 
+  #processors(logitBias: LlmGenerateOptions["logitBias"]): LogitBias[] {
+    if (logitBias === undefined) return [];
+    const bias = new LogitBias(logitBias, this.model.config.vocabSize);
+    return bias.empty ? [] : [bias];
+  }
+
   /** Frees the model's native memory: buffers, KV cache, file mapping and thread pool. */
   close(): void {
     if (this.#closed) return;
     if (this.#busy) throw new Error("Llm.close() during a generation: stop it first");
     this.#closed = true;
+    this.context.close();
     this.model.close();
   }
 

@@ -27,7 +27,7 @@
  */
 import { Kernels } from "../kernels/mod.ts";
 import type { Native, NativeBuffer } from "../native/native.ts";
-import type { Batch } from "./batch.ts";
+import { Batch } from "./batch.ts";
 import { ModelError } from "./errors.ts";
 import { forward, type ForwardBuffers, missingOps } from "./forward.ts";
 import type { ForwardOps } from "./ops.ts";
@@ -109,6 +109,8 @@ export class Context {
   readonly #next: Int32Array;
   #logitsCount = 0;
   #closed = false;
+  /** The batch of {@linkcode forward} (made on first use). */
+  #forwardBatch: Batch | undefined;
 
   constructor(model: Model, options: ContextOptions = {}) {
     if (model.closed) throw new Error("Context over a closed Model");
@@ -320,6 +322,54 @@ export class Context {
     for (let i = 0; i < n; i++) cache.append(batch.slots[i], batch.tokens[i]);
     this.#logitsCount = R;
     return R;
+  }
+
+  /**
+   * Runs `tokens` on slot `slot` (default 0) at positions `posStart...`, in
+   * batches, and returns the last token's logits: what a caller that wants
+   * logits, not tokens, calls (tests, benchmarks, perplexity). The slot keeps
+   * its first `posStart` tokens. Throws `RangeError` for an id outside the
+   * vocabulary, positions past the context or past what the slot holds, or a
+   * `posStart` a sliding-window ring can no longer continue from.
+   */
+  forward(tokens: ArrayLike<number>, posStart: number, slot = 0): Float32Array {
+    const n = tokens.length;
+    if (n === 0) throw new RangeError("forward needs at least one token");
+    const cache = this.cache;
+    if (!Number.isInteger(posStart) || posStart < 0 || posStart + n > this.contextSize) {
+      throw new RangeError(
+        `positions [${posStart}, ${posStart + n}) do not fit the context of ${this.contextSize}`,
+      );
+    }
+    if (posStart > cache.length(slot)) {
+      throw new RangeError(
+        `position ${posStart} is past the ${cache.length(slot)} tokens run so far`,
+      );
+    }
+    const V = this.model.config.vocabSize;
+    for (let i = 0; i < n; i++) {
+      const id = tokens[i];
+      if (!Number.isInteger(id) || id < 0 || id >= V) {
+        throw new RangeError(`token id ${id} is outside the vocabulary [0, ${V})`);
+      }
+    }
+    if (cache.keepable(slot, posStart) !== posStart) {
+      throw new RangeError(
+        `cannot continue at position ${posStart}: the sliding-window layers' KV rings no longer ` +
+          `hold the positions before it (run the sequence again from 0)`,
+      );
+    }
+    cache.truncate(slot, posStart);
+    const batch = this.#forwardBatch ??= new Batch(this.batchSize);
+    for (let start = 0; start < n; start += batch.capacity) {
+      const count = Math.min(batch.capacity, n - start);
+      batch.clear();
+      for (let i = 0; i < count; i++) {
+        batch.add(tokens[start + i], posStart + start + i, slot, start + i === n - 1);
+      }
+      this.decode(batch);
+    }
+    return this.logits(0);
   }
 
   /** Logits row `row` of the last decode: a view of native memory, valid until the next decode. */

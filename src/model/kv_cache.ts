@@ -54,6 +54,7 @@ export class KvCache implements ForwardCache {
   readonly #k: NativeBuffer;
   readonly #v: NativeBuffer;
   readonly #layerOffsets: Float64Array;
+  readonly #rowBytes: number;
   readonly #history: Int32Array[];
   readonly #lengths: Int32Array;
 
@@ -91,6 +92,7 @@ export class KvCache implements ForwardCache {
     }
     this.#rewindMax = rewind;
     const rowBytes = shape.kvDim * (cacheType === "f16" ? 2 : 4);
+    this.#rowBytes = rowBytes;
     this.#layerOffsets = new Float64Array(shape.layers + 1);
     for (let l = 0; l < shape.layers; l++) {
       this.#layerOffsets[l + 1] = this.#layerOffsets[l] + slots * this.layerRows[l] * rowBytes;
@@ -166,18 +168,68 @@ export class KvCache implements ForwardCache {
   }
 
   /**
-   * Keeps the first `length` tokens of slot `slot` (no-op when it holds
-   * fewer), or empties it when a sliding layer's ring no longer holds the
-   * window before `length` (see the module doc). Returns the length kept.
+   * The length slot `slot` would hold after {@linkcode truncate}`(slot, length)`:
+   * `min(length, held)`, or 0 when a sliding layer's ring no longer holds the
+   * window before `length` (see the module doc).
    */
-  truncate(slot: number, length: number): number {
+  keepable(slot: number, length: number): number {
     this.#slot(slot);
     if (!Number.isInteger(length) || length < 0) {
       throw new RangeError(`truncate length must be an integer >= 0, got ${length}`);
     }
     const n = this.#lengths[slot];
-    if (length < n) this.#lengths[slot] = n - length > this.#rewindMax ? 0 : length;
-    return this.#lengths[slot];
+    if (length >= n) return n;
+    return n - length > this.#rewindMax ? 0 : length;
+  }
+
+  /**
+   * Keeps the first `length` tokens of slot `slot` (no-op when it holds
+   * fewer), or empties it when a sliding layer's ring no longer holds the
+   * window before `length` (see the module doc). Returns the length kept.
+   */
+  truncate(slot: number, length: number): number {
+    return this.#lengths[slot] = this.keepable(slot, length);
+  }
+
+  /**
+   * The one rule for what a new sequence `tokens` reuses of slot `slot`: the
+   * longest common prefix with what the slot holds, short of the last token
+   * (whose logits start generation), and only as far back as the slot can
+   * actually be truncated (else nothing: the prompt is run from 0). Does not
+   * change the slot; {@linkcode reuse} applies it.
+   */
+  reusable(slot: number, tokens: ArrayLike<number>): number {
+    const common = Math.min(this.commonPrefix(slot, tokens), Math.max(0, tokens.length - 1));
+    return this.keepable(slot, common);
+  }
+
+  /** Truncates slot `slot` to {@linkcode reusable}`(slot, tokens)` and returns that length. */
+  reuse(slot: number, tokens: ArrayLike<number>): number {
+    return this.truncate(slot, this.reusable(slot, tokens));
+  }
+
+  /**
+   * Makes slot `to` hold what slot `from` holds: its tokens and the K/V of
+   * every layer's rows (a ring as it is), so `to` continues `from`'s
+   * sequence without running it again (`n` choices of one prompt).
+   */
+  copy(from: number, to: number): void {
+    this.#slot(from);
+    this.#slot(to);
+    if (from === to) return;
+    const n = this.#lengths[from];
+    const rowBytes = this.#rowBytes;
+    const k = this.#k.bytes(), v = this.#v.bytes();
+    for (let l = 0; l < this.layerRows.length; l++) {
+      const rows = this.layerRows[l];
+      const used = Math.min(n, rows) * rowBytes; // a ring's rows are all in use past its size
+      const base = this.#layerOffsets[l];
+      const src = base + from * rows * rowBytes, dst = base + to * rows * rowBytes;
+      k.copyWithin(dst, src, src + used);
+      v.copyWithin(dst, src, src + used);
+    }
+    this.#history[to].set(this.#history[from].subarray(0, n));
+    this.#lengths[to] = n;
   }
 
   /** Empties slot `slot`, or every slot when none is given. */

@@ -1,8 +1,7 @@
 /**
  * Models: the architecture table, config, weights, the forward pass, and
  * the engine objects ({@linkcode Model}, {@linkcode KvCache},
- * {@linkcode Batch}, {@linkcode Context}); {@linkcode LlamaModel} is one
- * sequence over them.
+ * {@linkcode Batch}, {@linkcode Context}).
  *
  * @module
  */
@@ -39,7 +38,6 @@ export {
 export { ModelError } from "./errors.ts";
 export type { CacheTypeId, ForwardOps } from "./ops.ts";
 export { type CacheType, KvCache } from "./kv_cache.ts";
-export { LlamaModel, type ModelOptions } from "./llama_model.ts";
 export { Model, type ModelLoadOptions } from "./model.ts";
 export {
   bindLlamaWeights,

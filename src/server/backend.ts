@@ -2,14 +2,14 @@
  * The model side of the server, as the HTTP handler sees it: generation as
  * events with a cancel function, tokenize/detokenize/apply-template, and
  * scheduler counters. {@linkcode LocalBackend} runs a {@linkcode Scheduler}
- * on the current thread (inside the model Worker, or in tests over a fake
- * engine); `WorkerBackend` forwards to one running in a Worker.
+ * on the current thread (inside the model Worker, or in tests); `WorkerBackend`
+ * forwards to one running in a Worker.
  *
  * @module
  */
 import type { SamplerParams } from "../sampler/mod.ts";
 import type { ChatMessage, ChatRenderer } from "./chat_prompt.ts";
-import type { Engine } from "./engine.ts";
+import type { Context } from "../model/mod.ts";
 import {
   Scheduler,
   type SchedulerOptions,
@@ -57,6 +57,10 @@ export interface GenerateInput {
   topLogprobs: number;
   /** llama.cpp's `ignore_eos`. */
   ignoreEos?: boolean;
+  /** Choices generated from the prompt (OpenAI's `n`), sharing one prefill; default 1. */
+  n?: number;
+  /** `[token id, bias]` pairs added to those logits before sampling; -Infinity bans a token. */
+  logitBias?: Array<[number, number]>;
 }
 
 /** The tokenizer calls the backend needs beyond the scheduler's. */
@@ -142,7 +146,7 @@ function nextTurn(): Promise<void> {
 export class LocalBackend implements Backend {
   readonly info: ModelInfo;
   readonly scheduler: Scheduler;
-  readonly #engine: Engine;
+  readonly #context: Context;
   readonly #tokenizer: BackendTokenizer;
   readonly #render: ChatRenderer;
   readonly #inbox?: Int32Array;
@@ -151,7 +155,7 @@ export class LocalBackend implements Backend {
 
   constructor(
     info: ModelInfo,
-    engine: Engine,
+    context: Context,
     tokenizer: BackendTokenizer,
     render: ChatRenderer,
     options: SchedulerOptions = {},
@@ -159,10 +163,10 @@ export class LocalBackend implements Backend {
   ) {
     this.info = info;
     this.#inbox = inbox;
-    this.#engine = engine;
+    this.#context = context;
     this.#tokenizer = tokenizer;
     this.#render = render;
-    this.scheduler = new Scheduler(engine, tokenizer, options);
+    this.scheduler = new Scheduler(context, tokenizer, options);
   }
 
   /** The prompt's token ids (BOS as the model asks, control tokens parsed: llama.cpp's defaults). */
@@ -191,6 +195,8 @@ export class LocalBackend implements Backend {
       stop: input.stop,
       topLogprobs: input.topLogprobs,
       ignoreEos: input.ignoreEos,
+      n: input.n,
+      logitBias: input.logitBias,
     }, (event) => {
       if (live) onEvent(event);
     });
@@ -243,11 +249,12 @@ export class LocalBackend implements Backend {
     return Promise.resolve(this.scheduler.stats());
   }
 
-  /** Ends every request still running (the caller drained them first), then frees the engine. */
+  /** Ends every request still running (the caller drained them first), then frees the model. */
   async close(): Promise<void> {
     this.#closed = true;
     this.scheduler.cancelAll();
     while (this.#running) await nextTurn();
-    this.#engine.close();
+    this.#context.close();
+    this.#context.model.close();
   }
 }

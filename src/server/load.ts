@@ -1,13 +1,13 @@
 /**
- * Loads a GGUF file into a {@linkcode LocalBackend}: the batched engine, the
- * tokenizer and the chat template.
+ * Loads a GGUF file into a {@linkcode LocalBackend}: the model, a context
+ * with one slot per parallel sequence, the tokenizer and the chat template.
  *
  * @module
  */
 import { basename } from "node:path";
 import { prepareLibrary } from "../native/locate.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
-import { ContextEngine } from "./context_engine.ts";
+import { Context, Model } from "../model/mod.ts";
 import { LocalBackend } from "./backend.ts";
 import type { ChatRenderer } from "./chat_prompt.ts";
 import type { ChatTemplateInfo } from "./backend.ts";
@@ -43,16 +43,23 @@ export async function loadBackend(
   makeRenderer?: (chat: ChatTemplateInfo) => ChatRenderer,
 ): Promise<LocalBackend> {
   await prepareLibrary();
-  const engine = ContextEngine.load(path, {
-    slots: options.slots,
-    contextSize: options.contextSize,
-    threads: options.threads,
-    batchSize: Math.max(options.stepTokens ?? 256, options.slots),
-    repack: options.repack,
-  });
+  const model = Model.load(path, { repack: options.repack });
+  let context: Context;
   try {
-    const tokenizer = Tokenizer.fromGguf(engine.gguf);
-    const source = engine.gguf.metadata.get("tokenizer.chat_template");
+    context = new Context(model, {
+      slots: options.slots,
+      contextSize: options.contextSize || undefined,
+      threads: options.threads,
+      batchSize: Math.max(options.stepTokens ?? 256, options.slots),
+      maxLogits: options.slots, // a batch wants at most one row per sequence
+    });
+  } catch (error) {
+    model.close();
+    throw error;
+  }
+  try {
+    const tokenizer = Tokenizer.fromGguf(model.gguf);
+    const source = model.gguf.metadata.get("tokenizer.chat_template");
     const text = (id: number) => (id >= 0 ? tokenizer.tokenToPiece(id, true) : "");
     const chat: ChatTemplateInfo = {
       source: typeof source === "string" && source !== "" ? source : undefined,
@@ -77,20 +84,21 @@ export async function loadBackend(
       {
         id: basename(path),
         created: Math.floor(Date.now() / 1000),
-        contextSize: engine.contextSize,
-        slotCount: engine.slotCount,
-        vocabSize: engine.vocabSize,
-        kvCacheBytes: engine.kvCacheBytes,
+        contextSize: context.contextSize,
+        slotCount: options.slots,
+        vocabSize: model.config.vocabSize,
+        kvCacheBytes: context.memory.kvCacheBytes,
         chat,
       },
-      engine,
+      context,
       backendTokenizer,
       render,
       { stepTokens: options.stepTokens },
       options.inbox,
     );
   } catch (error) {
-    engine.close();
+    context.close();
+    model.close();
     throw error;
   }
 }

@@ -5,8 +5,6 @@
  * @module
  */
 export { type Backend, type GenerateInput, LocalBackend, type ModelInfo } from "./backend.ts";
-export { ContextEngine, type ContextEngineOptions } from "./context_engine.ts";
-export { type Engine, EngineBatch } from "./engine.ts";
 export { ApiHandler, type HandlerOptions } from "./handler.ts";
 export { type HttpServer, listen } from "./http.ts";
 export { loadBackend, type LoadOptions } from "./load.ts";

@@ -1,36 +1,41 @@
 /**
- * Continuous batching over the slots of an {@linkcode Engine}: each
- * {@linkcode Scheduler.step} decodes one token of every generating sequence
- * in one batch and fills the rest of a token budget with prefill chunks of
- * new requests, so a long prompt never stalls the others for more than one
- * step. A request is placed in the free slot whose cached tokens share the
- * longest prefix with its prompt and continues from there (a multi-turn chat
- * re-sends its history). Requests beyond the free slots wait in a FIFO queue.
+ * The server's requests on the generation core: a FIFO queue of requests
+ * in front of the {@linkcode Driver} of one multi-slot {@linkcode Context}.
+ * A request is admitted when its `n` choices find free slots; the driver
+ * places it where the KV cache keeps the longest prefix of its prompt (a
+ * multi-turn chat re-sends its history), batches one token of every
+ * generating sequence with prefill chunks of new ones each step, and its
+ * `n` choices share one prefill. Each choice is a {@linkcode Sequence} —
+ * the same per-sequence code as `dotllm run` — so a greedy reply here
+ * equals `dotllm run` for the same prompt tokens.
  *
- * The per-sequence generation follows `src/generation/generate.ts` exactly
- * (sampler fed the prompt, end-of-generation tokens not emitted, stop strings
- * held back, `maxTokens`, end of context), so a greedy reply here equals
- * `dotllm run` for the same prompt tokens.
+ * This module only turns requests into sequences and their callbacks into
+ * events; it keeps no copy of what a slot holds.
  *
- * @example With a fake engine
+ * @example
  * ```ts ignore
- * const scheduler = new Scheduler(engine, tokenizer);
+ * const scheduler = new Scheduler(context, tokenizer, { stepTokens: 256 });
  * scheduler.submit({ prompt: Int32Array.of(1, 2, 3), maxTokens: 4 }, (event) => console.log(event));
  * while (scheduler.step()) {}
  * ```
  *
  * @module
  */
-import { StopMatcher } from "../generation/stop.ts";
+import {
+  Driver,
+  type FinishReason,
+  type Job,
+  LogitBias,
+  type LogitProcessor,
+  Sequence,
+  type SequenceTokenizer,
+  TOP_LOGPROBS_MAX,
+} from "../generation/mod.ts";
+import type { Context } from "../model/mod.ts";
 import { Sampler, type SamplerParams, SamplerWorkspace } from "../sampler/mod.ts";
-import { type Engine, EngineBatch } from "./engine.ts";
 
 /** What the scheduler needs from a tokenizer. */
-export interface SchedulerTokenizer {
-  /** True for end-of-generation tokens. */
-  isEog(id: number): boolean;
-  /** A streaming UTF-8-safe decoder. */
-  createDecoder(): { push(id: number): string; flush(): string };
+export interface SchedulerTokenizer extends SequenceTokenizer {
   /** The text of one token (for `top_logprobs`). */
   tokenToPiece(id: number): string;
 }
@@ -43,7 +48,7 @@ export interface SequenceParams {
   maxTokens: number;
   /** Sampling parameters (llama.cpp defaults for the rest). */
   sampling?: Partial<SamplerParams>;
-  /** Random seed. */
+  /** Random seed of the first choice; choice `i` uses `seed + i`. */
   seed?: number;
   /** Stop strings (not emitted). */
   stop?: readonly string[];
@@ -51,6 +56,10 @@ export interface SequenceParams {
   topLogprobs?: number;
   /** Keep generating past end-of-generation tokens (llama.cpp's `ignore_eos`, for benchmarks). */
   ignoreEos?: boolean;
+  /** Choices generated from the prompt (default 1), sharing its prefill. */
+  n?: number;
+  /** `[token id, bias]` added to those logits before sampling; -Infinity bans the token. */
+  logitBias?: ReadonlyArray<readonly [number, number]>;
 }
 
 /** A token and its log-probability. */
@@ -60,29 +69,35 @@ export interface TokenLogprob {
   logprob: number;
 }
 
-/** Why a sequence ended. */
+/** Why a choice ended, in OpenAI's terms (the end of the context is `"length"`). */
 export type SequenceFinish = "stop" | "length";
 
-/** Timings of one sequence in milliseconds. */
+/** Timings of one choice in milliseconds. */
 export interface SequenceTimings {
   queueMs: number;
   prefillMs: number;
   decodeMs: number;
 }
 
-/** What a sequence reports, in order: start, token/text..., done (or error alone). */
+/**
+ * What a request reports, in order: `start`, then for each choice `index`
+ * its `token`/`text` events and one `done`; or `error` alone (once: the
+ * request is over).
+ */
 export type SequenceEvent =
   | { type: "start"; promptTokens: number }
   | {
     type: "token";
+    index: number;
     token: number;
     text: string;
     logprob: number;
     top?: TokenLogprob[];
   }
-  | { type: "text"; text: string }
+  | { type: "text"; index: number; text: string }
   | {
     type: "done";
+    index: number;
     finishReason: SequenceFinish;
     promptTokens: number;
     cachedTokens: number;
@@ -119,107 +134,52 @@ export interface SchedulerOptions {
 }
 
 /** Most `top_logprobs` (OpenAI's limit). */
-export const MAX_TOP_LOGPROBS = 20;
+export const MAX_TOP_LOGPROBS = TOP_LOGPROBS_MAX;
 
-interface Slot {
-  readonly index: number;
-  /** The tokens at positions [0, length) of this slot's KV cache. */
-  readonly history: Int32Array;
-  length: number;
-  sequence?: Sequence;
-  lastUsed: number;
-}
-
-interface Sequence {
+interface Request {
   readonly id: number;
   readonly params: SequenceParams;
   readonly emit: (event: SequenceEvent) => void;
+  readonly sequences: Sequence[];
   readonly submittedAt: number;
-  slot?: Slot;
-  /** Next prompt index to prefill. */
-  prefillNext: number;
-  /** The sampled token to feed next, or -1 while prefilling. */
-  pending: number;
-  cached: number;
-  generated: number;
-  sampler?: Sampler;
-  decoder?: { push(id: number): string; flush(): string };
-  stops?: StopMatcher;
-  text: string;
+  jobs: Job[];
+  /** Text released by a choice and not yet in an event (the tail at its end). */
+  readonly tails: string[];
+  readonly firstTokenAt: number[];
   admittedAt: number;
-  firstTokenAt: number;
+  /** Choices not yet done. */
+  open: number;
 }
 
-/** The log of the softmax denominator, computed stably. */
-function logSumExp(logits: Float32Array): number {
-  let max = -Infinity;
-  for (let i = 0; i < logits.length; i++) if (logits[i] > max) max = logits[i];
-  let sum = 0;
-  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - max);
-  return max + Math.log(sum);
-}
+const SEED_MAX = 2 ** 32;
 
-/** The `k` largest logits' ids, best first. */
-function topIds(logits: Float32Array, k: number): number[] {
-  const ids: number[] = [];
-  for (let i = 0; i < logits.length; i++) {
-    if (ids.length === k && logits[i] <= logits[ids[k - 1]]) continue;
-    let j = ids.length < k ? ids.length : k - 1;
-    if (ids.length < k) ids.push(i);
-    while (j > 0 && logits[ids[j - 1]] < logits[i]) {
-      ids[j] = ids[j - 1];
-      j--;
-    }
-    ids[j] = i;
-  }
-  return ids;
-}
-
-/** Schedules sequences onto an engine's slots. */
+/** Schedules requests onto a context's slots through its driver. */
 export class Scheduler {
-  readonly engine: Engine;
+  readonly context: Context;
+  readonly driver: Driver;
   /** Sampling buffers shared by every request (sampling runs on this thread, one call at a time). */
   readonly #samplerWorkspace: SamplerWorkspace;
   readonly #tokenizer: SchedulerTokenizer;
-  readonly #slots: Slot[];
-  readonly #queue: Sequence[] = [];
-  readonly #byId = new Map<number, Sequence>();
-  readonly #batch: EngineBatch;
-  readonly #stepTokens: number;
-  /** Sequences in admission order (prefill goes first-come first-served). */
-  readonly #active: Sequence[] = [];
-  #rowSequences: Sequence[] = [];
+  readonly #queue: Request[] = [];
+  readonly #byId = new Map<number, Request>();
   #nextId = 1;
-  #clock = 0;
-  readonly #stats = {
-    promptTokensTotal: 0,
-    cachedTokensTotal: 0,
-    generatedTokensTotal: 0,
-    prefillMsTotal: 0,
-    decodeMsTotal: 0,
-    stepsTotal: 0,
-  };
+  readonly #stats = { promptTokensTotal: 0, cachedTokensTotal: 0, generatedTokensTotal: 0 };
 
-  constructor(engine: Engine, tokenizer: SchedulerTokenizer, options: SchedulerOptions = {}) {
-    this.engine = engine;
-    this.#samplerWorkspace = new SamplerWorkspace(engine.vocabSize);
+  constructor(context: Context, tokenizer: SchedulerTokenizer, options: SchedulerOptions = {}) {
+    this.context = context;
+    this.driver = Driver.of(context, {
+      stepTokens: Math.min(context.batchSize, options.stepTokens ?? 256),
+    });
+    this.#samplerWorkspace = new SamplerWorkspace(context.model.config.vocabSize);
     this.#tokenizer = tokenizer;
-    this.#stepTokens = Math.min(engine.batchSize, options.stepTokens ?? 256);
-    if (!Number.isInteger(this.#stepTokens) || this.#stepTokens < engine.slotCount) {
-      throw new RangeError(
-        `stepTokens must be an integer >= the slot count ${engine.slotCount}, got ${this.#stepTokens}`,
-      );
-    }
-    this.#batch = new EngineBatch(this.#stepTokens);
-    this.#slots = Array.from({ length: engine.slotCount }, (_, index) => ({
-      index,
-      history: new Int32Array(engine.contextSize),
-      length: 0,
-      lastUsed: 0,
-    }));
   }
 
-  /** True while a sequence is queued or running. */
+  /** Sequences the context holds at once. */
+  get slotCount(): number {
+    return this.context.cache.slotCount;
+  }
+
+  /** True while a request is queued or running. */
   get busy(): boolean {
     return this.#byId.size > 0;
   }
@@ -230,70 +190,103 @@ export class Scheduler {
    */
   submit(params: SequenceParams, emit: (event: SequenceEvent) => void): number {
     const id = this.#nextId++;
-    const n = params.prompt.length;
-    if (n === 0) {
-      emit({ type: "error", status: 400, message: "the prompt is empty" });
+    const fail = (message: string) => {
+      emit({ type: "error", status: 400, message });
       return id;
-    }
-    const ctx = this.engine.contextSize;
+    };
+    const prompt = params.prompt, n = prompt.length;
+    const ctx = this.context.contextSize, V = this.context.model.config.vocabSize;
+    if (n === 0) return fail("the prompt is empty");
     if (n >= ctx) {
-      emit({
-        type: "error",
-        status: 400,
-        message:
-          `the prompt is ${n} tokens; the context holds ${ctx} per slot (raise the server's context size)`,
-      });
-      return id;
-    }
-    for (const t of params.prompt) {
-      if (!Number.isInteger(t) || t < 0 || t >= this.engine.vocabSize) {
-        emit({ type: "error", status: 400, message: `token id ${t} is outside the vocabulary` });
-        return id;
-      }
-    }
-    let sampler: Sampler;
-    let stops: StopMatcher;
-    try {
-      sampler = new Sampler(
-        this.engine.vocabSize,
-        params.sampling ?? {},
-        params.seed ?? 0,
-        this.#samplerWorkspace,
+      return fail(
+        `the prompt is ${n} tokens; the context holds ${ctx} per slot (raise the server's context size)`,
       );
-      stops = new StopMatcher(params.stop ?? [], (text) => (seq.text += text));
-    } catch (error) {
-      emit({ type: "error", status: 400, message: (error as Error).message });
-      return id;
     }
-    const seq: Sequence = {
+    for (const t of prompt) {
+      if (!(t >= 0 && t < V)) return fail(`token id ${t} is outside the vocabulary`);
+    }
+    const choices = params.n ?? 1;
+    if (!Number.isInteger(choices) || choices < 1 || choices > this.slotCount) {
+      return fail(
+        `n must be an integer in [1, ${this.slotCount}] (the server's parallel slots), got ${choices}`,
+      );
+    }
+    const request: Request = {
       id,
       params,
       emit,
+      sequences: [],
       submittedAt: performance.now(),
-      prefillNext: 0,
-      pending: -1,
-      cached: 0,
-      generated: 0,
-      sampler,
-      stops,
-      text: "",
+      jobs: [],
+      tails: new Array(choices).fill(""),
+      firstTokenAt: new Array(choices).fill(0),
       admittedAt: 0,
-      firstTokenAt: 0,
+      open: choices,
     };
-    this.#byId.set(id, seq);
-    this.#queue.push(seq);
+    try {
+      const processors: LogitProcessor[] = [];
+      if (params.logitBias !== undefined && params.logitBias.length > 0) {
+        processors.push(new LogitBias(params.logitBias, V));
+      }
+      for (let i = 0; i < choices; i++) {
+        request.sequences.push(this.#sequence(request, i, processors));
+      }
+    } catch (error) {
+      return fail((error as Error).message);
+    }
+    this.#byId.set(id, request);
+    this.#queue.push(request);
     emit({ type: "start", promptTokens: n });
     return id;
   }
 
-  /** Drops a request: out of the queue, or its slot freed at once. No more events. */
+  #sequence(request: Request, index: number, processors: LogitProcessor[]): Sequence {
+    const p = request.params;
+    const sampler = new Sampler(
+      this.context.model.config.vocabSize,
+      p.sampling ?? {},
+      ((p.seed ?? 0) + index) % SEED_MAX,
+      this.#samplerWorkspace,
+    );
+    const top = p.topLogprobs ?? -1;
+    return new Sequence(this.#tokenizer, {
+      sampler,
+      maxTokens: p.maxTokens,
+      capacity: this.context.contextSize - p.prompt.length + 1,
+      stop: p.stop,
+      ignoreEos: p.ignoreEos,
+      topLogprobs: top,
+      processors,
+      collectText: false,
+      onText: (text) => (request.tails[index] += text),
+      onToken: (e) => {
+        request.tails[index] = "";
+        if (request.firstTokenAt[index] === 0) request.firstTokenAt[index] = performance.now();
+        this.#stats.generatedTokensTotal++;
+        request.emit({
+          type: "token",
+          index,
+          token: e.token,
+          text: e.text,
+          logprob: top >= 0 ? e.logprob : 0,
+          top: e.top?.map((t) => ({
+            token: t.token,
+            text: this.#tokenizer.tokenToPiece(t.token),
+            logprob: t.logprob,
+          })),
+        });
+      },
+    });
+  }
+
+  /** Drops a request: out of the queue, or its slots freed at once. No more events. */
   cancel(id: number): void {
-    const seq = this.#byId.get(id);
-    if (seq === undefined) return;
+    const request = this.#byId.get(id);
+    if (request === undefined) return;
     this.#byId.delete(id);
-    const q = this.#queue.indexOf(seq);
+    const q = this.#queue.indexOf(request);
     if (q >= 0) this.#queue.splice(q, 1);
-    this.#release(seq);
+    for (const job of request.jobs) this.driver.cancel(job);
   }
 
   /** Cancels every queued and running request. */
@@ -301,183 +294,80 @@ export class Scheduler {
     for (const id of [...this.#byId.keys()]) this.cancel(id);
   }
 
-  #release(seq: Sequence): void {
-    const a = this.#active.indexOf(seq);
-    if (a >= 0) this.#active.splice(a, 1);
-    if (seq.slot !== undefined) {
-      seq.slot.sequence = undefined;
-      seq.slot.lastUsed = ++this.#clock;
-      seq.slot = undefined;
-    }
-  }
-
-  /** Places queued requests into free slots, each where its prompt's longest prefix is cached. */
+  /** Starts queued requests, first come first served, while their choices find free slots. */
   #admit(): void {
-    while (this.#queue.length > 0) {
-      const free = this.#slots.filter((s) => s.sequence === undefined);
-      if (free.length === 0) return;
-      const seq = this.#queue.shift()!;
-      const prompt = seq.params.prompt;
-      let best = free[0], bestLength = -1;
-      for (const slot of free) {
-        const max = Math.min(slot.length, prompt.length);
-        let n = 0;
-        while (n < max && slot.history[n] === prompt[n]) n++;
-        // Longest prefix; on a tie the least recently used slot (keeps others' caches).
-        if (n > bestLength || (n === bestLength && slot.lastUsed < best.lastUsed)) {
-          best = slot;
-          bestLength = n;
-        }
-      }
-      // At least the last prompt token is recomputed: its logits start generation.
-      const reuse = Math.min(bestLength, prompt.length - 1);
-      best.length = reuse;
-      this.engine.truncate(best.index, reuse);
-      best.sequence = seq;
-      seq.slot = best;
-      seq.prefillNext = reuse;
-      seq.cached = reuse;
-      seq.admittedAt = performance.now();
-      seq.decoder = this.#tokenizer.createDecoder();
-      seq.sampler!.reset();
-      for (let i = 0; i < prompt.length; i++) seq.sampler!.accept(prompt[i]);
-      this.#active.push(seq);
-      this.#stats.promptTokensTotal += prompt.length;
-      this.#stats.cachedTokensTotal += reuse;
+    while (this.#queue.length > 0 && this.driver.freeSlots >= this.#queue[0].sequences.length) {
+      const request = this.#queue.shift()!;
+      request.admittedAt = performance.now();
+      request.jobs = this.driver.startChoices(request.sequences, request.params.prompt, {
+        onEnd: (job) => this.#ended(request, job),
+      });
+      this.#stats.promptTokensTotal += request.params.prompt.length;
+      this.#stats.cachedTokensTotal += request.jobs[0].reused;
     }
   }
 
   /**
-   * Runs one batch: admits queued requests, decodes one token of every
-   * generating sequence and prefill chunks up to the token budget, samples,
-   * and emits events. Returns false when there was nothing to do.
+   * Runs one batch: admits queued requests, then one driver step (a token
+   * of every generating sequence and prefill chunks up to the budget).
+   * Returns false when there was nothing to do.
    */
   step(): boolean {
     this.#admit();
-    const batch = this.#batch;
-    batch.clear();
-    const rows = this.#rowSequences;
-    rows.length = 0;
-    for (const seq of this.#active) {
-      if (seq.pending < 0) continue;
-      const slot = seq.slot!;
-      batch.add(seq.pending, slot.length, slot.index, true);
-      slot.history[slot.length++] = seq.pending;
-      rows.push(seq);
-    }
-    const decodeCount = batch.count;
-    for (const seq of this.#active) {
-      if (seq.pending >= 0) continue;
-      const room = batch.capacity - batch.count;
-      if (room <= 0) break;
-      const prompt = seq.params.prompt, slot = seq.slot!;
-      const n = Math.min(room, prompt.length - seq.prefillNext);
-      for (let i = 0; i < n; i++) {
-        const last = seq.prefillNext + i === prompt.length - 1;
-        batch.add(prompt[seq.prefillNext + i], slot.length, slot.index, last);
-        slot.history[slot.length++] = prompt[seq.prefillNext + i];
-        if (last) rows.push(seq);
-      }
-      seq.prefillNext += n;
-    }
-    if (batch.count === 0) return false;
-    const t0 = performance.now();
-    let logits: Float32Array;
-    try {
-      logits = this.engine.decode(batch);
-    } catch (error) {
-      // An engine failure ends every sequence in the batch, never the server.
-      const message = `decode failed: ${(error as Error).message}`;
-      for (const slot of this.#slots) { // what the failed batch wrote is unknown
-        slot.length = 0;
-        this.engine.truncate(slot.index, 0);
-      }
-      for (const seq of [...this.#active]) this.#fail(seq, message);
-      return true;
-    }
-    const ms = performance.now() - t0;
-    this.#stats.stepsTotal++;
-    this.#stats.decodeMsTotal += ms * decodeCount / batch.count;
-    this.#stats.prefillMsTotal += ms * (batch.count - decodeCount) / batch.count;
-    const V = this.engine.vocabSize;
-    for (let r = 0; r < rows.length; r++) {
-      this.#sampled(rows[r], logits.subarray(r * V, (r + 1) * V));
-    }
-    return true;
+    return this.driver.step();
   }
 
-  #fail(seq: Sequence, message: string): void {
-    this.#byId.delete(seq.id);
-    this.#release(seq);
-    seq.emit({ type: "error", status: 500, message });
-  }
-
-  /** Samples the next token of `seq` from its logits row and reports it. */
-  #sampled(seq: Sequence, row: Float32Array): void {
-    const now = performance.now();
-    if (seq.firstTokenAt === 0) seq.firstTokenAt = now;
-    const sampler = seq.sampler!;
-    const id = sampler.sample(row);
-    if (this.#tokenizer.isEog(id) && !seq.params.ignoreEos) return this.#finish(seq, "stop");
-    sampler.accept(id);
-    seq.generated++;
-    this.#stats.generatedTokensTotal++;
-    const topCount = seq.params.topLogprobs ?? -1;
-    let logprob = 0;
-    let top: TokenLogprob[] | undefined;
-    if (topCount >= 0) {
-      const lse = logSumExp(row);
-      logprob = row[id] - lse;
-      top = topIds(row, topCount).map((t) => ({
-        token: t,
-        text: this.#tokenizer.tokenToPiece(t),
-        logprob: row[t] - lse,
-      }));
+  #ended(request: Request, job: Job): void {
+    if (!this.#byId.has(request.id)) return; // cancelled: no more events
+    if (job.error !== undefined) {
+      this.#byId.delete(request.id);
+      for (const other of request.jobs) this.driver.cancel(other);
+      request.emit({ type: "error", status: 500, message: `decode failed: ${job.error.message}` });
+      return;
     }
-    const stopped = seq.stops!.push(seq.decoder!.push(id));
-    const text = seq.text;
-    seq.text = "";
-    seq.emit({ type: "token", token: id, text, logprob, top });
-    if (stopped) return this.#finish(seq, "stop");
-    const max = seq.params.maxTokens;
-    if (max >= 0 && seq.generated >= max) return this.#finish(seq, "length");
-    if (seq.slot!.length >= this.engine.contextSize) return this.#finish(seq, "length");
-    seq.pending = id;
-  }
-
-  #finish(seq: Sequence, finishReason: SequenceFinish): void {
-    if (!seq.stops!.stopped) {
-      seq.stops!.push(seq.decoder!.flush());
-      seq.stops!.flush();
-      if (seq.text.length > 0) seq.emit({ type: "text", text: seq.text });
-      seq.text = "";
-    }
-    this.#byId.delete(seq.id);
-    this.#release(seq);
+    const index = request.jobs.indexOf(job);
+    const sequence = job.sequence;
+    const tail = request.tails[index];
+    if (tail.length > 0) request.emit({ type: "text", index, text: tail });
+    request.tails[index] = "";
     const end = performance.now();
-    seq.emit({
+    const first = request.firstTokenAt[index] || end;
+    request.emit({
       type: "done",
-      finishReason,
-      promptTokens: seq.params.prompt.length,
-      cachedTokens: seq.cached,
-      completionTokens: seq.generated,
+      index,
+      finishReason: finishOf(sequence.finishReason!),
+      promptTokens: request.params.prompt.length,
+      cachedTokens: request.jobs[0].reused,
+      completionTokens: sequence.tokenCount,
       timings: {
-        queueMs: seq.admittedAt - seq.submittedAt,
-        prefillMs: seq.firstTokenAt - seq.admittedAt,
-        decodeMs: end - seq.firstTokenAt,
+        queueMs: request.admittedAt - request.submittedAt,
+        prefillMs: first - request.admittedAt,
+        decodeMs: end - first,
       },
     });
+    if (--request.open === 0) this.#byId.delete(request.id);
   }
 
   /** Counters for `/metrics`. */
   stats(): SchedulerStats {
+    const cache = this.context.cache;
+    let used = 0;
+    for (let s = 0; s < cache.slotCount; s++) used += cache.length(s);
+    const d = this.driver.stats();
     return {
-      slotCount: this.#slots.length,
-      slotsBusy: this.#slots.filter((s) => s.sequence !== undefined).length,
+      slotCount: cache.slotCount,
+      slotsBusy: cache.slotCount - this.driver.freeSlots,
       queueDepth: this.#queue.length,
-      kvUsedTokens: this.#slots.reduce((n, s) => n + s.length, 0),
-      kvTotalTokens: this.#slots.length * this.engine.contextSize,
+      kvUsedTokens: used,
+      kvTotalTokens: cache.slotCount * this.context.contextSize,
       ...this.#stats,
+      prefillMsTotal: d.prefillMs,
+      decodeMsTotal: d.decodeMs,
+      stepsTotal: d.steps,
     };
   }
+}
+
+function finishOf(reason: FinishReason): SequenceFinish {
+  return reason === "stop" ? "stop" : "length";
 }

@@ -1,0 +1,414 @@
+/**
+ * The step driver: runs any number of {@linkcode Sequence}s over the slots
+ * of one {@linkcode Context}. Each {@linkcode Driver.step} is one batch: one
+ * token of every generating sequence plus prefill chunks of the others up to
+ * a token budget, then every logits row goes to its sequence's `step`. One
+ * sequence alone (`generate()`, `Llm`, `ChatSession`) is the special case of
+ * what the server does with many.
+ *
+ * What a slot holds is the {@linkcode KvCache}'s to say: a new sequence
+ * keeps what `KvCache.reusable` allows of its slot (the common prefix the
+ * cache can really keep, sliding-window rings included) and runs the rest,
+ * so reuse never fails and never changes a token. Without a fixed slot, a
+ * sequence goes to the free slot that keeps the most of its prompt (ties:
+ * the least recently used). `n` choices of one prompt share one prefill: the
+ * first runs it, the others copy its slot and sample its last row.
+ *
+ * @example Two sequences in one batch
+ * ```ts
+ * import { Context, Model } from "../model/mod.ts";
+ * import { Sampler } from "../sampler/mod.ts";
+ * import { Tokenizer } from "../tokenizer/mod.ts";
+ * import { Driver } from "./driver.ts";
+ * import { Sequence } from "./sequence.ts";
+ * const model = Model.load("../shared/testdata/models/stories260K.gguf");
+ * const context = new Context(model, { slots: 2, contextSize: 128, threads: 1 });
+ * const tokenizer = Tokenizer.fromGguf(model.gguf);
+ * const driver = Driver.of(context);
+ * const jobs = ["Once upon a time", "The cat"].map((text) => {
+ *   const sampler = new Sampler(model.config.vocabSize, { temperature: 0 }, 1);
+ *   const prompt = tokenizer.encode(text, { addSpecial: true, parseSpecial: true });
+ *   return driver.start(new Sequence(tokenizer, { sampler, maxTokens: 8 }), Int32Array.from(prompt));
+ * });
+ * while (driver.step()) {}
+ * if (!jobs.every((job) => job.done && job.sequence.tokenCount === 8)) throw new Error("jobs");
+ * context.close();
+ * model.close();
+ * ```
+ *
+ * @module
+ */
+import { Batch } from "../model/batch.ts";
+import type { Context } from "../model/context.ts";
+import type { Sequence } from "./sequence.ts";
+
+/** Timings of one sequence in milliseconds (a batch's time shared by its tokens). */
+export interface GenerationTimings {
+  prefillMs: number;
+  /** Prompt tokens run (the ones past the prefix the slot already held). */
+  prefillTokens: number;
+  /** Prompt tokens whose K/V the slot already held, or copied from another choice's slot. */
+  reusedTokens: number;
+  /** Forward passes of generated tokens. */
+  decodeMs: number;
+  decodeTokens: number;
+  samplingMs: number;
+  sampledTokens: number;
+}
+
+/** Options of {@linkcode Driver.start}. */
+export interface StartOptions {
+  /** Run on this slot (it must be free); default: the free slot that keeps the most of the prompt. */
+  slot?: number;
+  /** Called once when the job ends: finished, cancelled or failed. */
+  onEnd?: (job: Job) => void;
+}
+
+/** Cumulative counters of a driver. */
+export interface DriverStats {
+  /** Batches run. */
+  steps: number;
+  prefillMs: number;
+  decodeMs: number;
+}
+
+/** One sequence on one slot of the driver's context. */
+export class Job {
+  readonly sequence: Sequence;
+  readonly prompt: Int32Array;
+  readonly slot: number;
+  /** Prompt tokens the slot already held, or copied from the first choice's slot. */
+  readonly reused: number;
+  readonly timings: GenerationTimings;
+  /** Set when a batch holding this job's tokens failed; the job has ended. */
+  error: Error | undefined;
+  /** Next prompt index to run; `prompt.length` once the prompt is in. */
+  next: number;
+  /** The sampled token to run next, or -1. */
+  pending = -1;
+  /** Choices of the same prompt waiting for this job's last prompt row. */
+  readonly followers: Job[] = [];
+  /** The job whose prompt this one copies, until it does. */
+  leader: Job | undefined;
+  readonly onEnd?: (job: Job) => void;
+  #done = false;
+
+  constructor(
+    sequence: Sequence,
+    prompt: Int32Array,
+    slot: number,
+    reused: number,
+    onEnd?: (job: Job) => void,
+  ) {
+    this.sequence = sequence;
+    this.prompt = prompt;
+    this.slot = slot;
+    this.reused = reused;
+    this.next = reused;
+    this.onEnd = onEnd;
+    this.timings = {
+      prefillMs: 0,
+      prefillTokens: 0,
+      reusedTokens: reused,
+      decodeMs: 0,
+      decodeTokens: 0,
+      samplingMs: 0,
+      sampledTokens: 0,
+    };
+  }
+
+  /** True once the job ended (see {@linkcode Sequence.finishReason} and {@linkcode error}). */
+  get done(): boolean {
+    return this.#done;
+  }
+
+  /** True while prompt tokens remain to be run. */
+  get prefilling(): boolean {
+    return this.next < this.prompt.length;
+  }
+
+  /** @internal the driver marks the end. */
+  markDone(): void {
+    this.#done = true;
+  }
+}
+
+/** The driver of each context (one per context: it owns which slots are busy). */
+const drivers = new WeakMap<Context, Driver>();
+
+/** Runs sequences over the slots of one context, a batch per {@linkcode step}. */
+export class Driver {
+  readonly context: Context;
+  /** Most tokens per step: decodes first, then prefill chunks. */
+  readonly stepTokens: number;
+  readonly #batch: Batch;
+  /** Jobs in admission order (prefill goes first come, first served). */
+  readonly #active: Job[] = [];
+  /** The job on each slot, or undefined. */
+  readonly #owners: (Job | undefined)[];
+  /** Per slot: when it was last released (for least-recently-used ties). */
+  readonly #lastUsed: Float64Array;
+  /** The jobs of the current step: its decodes, then its prefill chunks. */
+  readonly #rows: Job[] = [];
+  /** Tokens of each prefill chunk in {@linkcode #rows} (past the decodes). */
+  readonly #chunks: number[] = [];
+  #clock = 0;
+  readonly #stats: DriverStats = { steps: 0, prefillMs: 0, decodeMs: 0 };
+
+  /**
+   * The driver of `context`, made on first use. `stepTokens` (default the
+   * context's batch size) applies when it is made; asking for another
+   * budget later throws.
+   */
+  static of(context: Context, options: { stepTokens?: number } = {}): Driver {
+    let driver = drivers.get(context);
+    if (driver === undefined) drivers.set(context, driver = new Driver(context, options));
+    else if (options.stepTokens !== undefined && options.stepTokens !== driver.stepTokens) {
+      throw new RangeError(
+        `this context's driver steps ${driver.stepTokens} tokens, not ${options.stepTokens}`,
+      );
+    }
+    return driver;
+  }
+
+  private constructor(context: Context, options: { stepTokens?: number }) {
+    this.context = context;
+    const slots = context.cache.slotCount;
+    const budget = options.stepTokens ?? context.batchSize;
+    if (!Number.isInteger(budget) || budget < slots || budget > context.batchSize) {
+      throw new RangeError(
+        `stepTokens must be an integer in [${slots}, ${context.batchSize}] (slots, batch size), got ${budget}`,
+      );
+    }
+    this.stepTokens = budget;
+    this.#batch = new Batch(budget);
+    this.#owners = new Array(slots).fill(undefined);
+    this.#lastUsed = new Float64Array(slots);
+  }
+
+  /** Slots no job runs on. */
+  get freeSlots(): number {
+    let n = 0;
+    for (const o of this.#owners) if (o === undefined) n++;
+    return n;
+  }
+
+  /** True while a job runs. */
+  get busy(): boolean {
+    return this.#active.length > 0;
+  }
+
+  /** Jobs running (prefilling, generating, or waiting for their first choice's prompt). */
+  get jobCount(): number {
+    return this.#active.length;
+  }
+
+  /** Cumulative counters. */
+  stats(): DriverStats {
+    return { ...this.#stats };
+  }
+
+  /**
+   * Starts `sequence` after `prompt` (token ids, non-empty, shorter than the
+   * context): picks its slot (or takes `options.slot`), keeps what the
+   * cache allows of the slot's prefix, and feeds the prompt to the sampler.
+   * Throws `RangeError` for a bad prompt or slot, `Error` when no slot is free.
+   */
+  start(sequence: Sequence, prompt: Int32Array, options: StartOptions = {}): Job {
+    return this.startChoices([sequence], prompt, options)[0];
+  }
+
+  /**
+   * Starts `sequences` as choices of one `prompt`: the first runs the
+   * prompt; each other takes its own slot, copies the first's K/V once the
+   * prompt is in, and samples the same last row with its own sampler.
+   * `options.slot`, if given, is the first's slot.
+   */
+  startChoices(
+    sequences: readonly Sequence[],
+    prompt: Int32Array,
+    options: StartOptions = {},
+  ): Job[] {
+    this.#checkPrompt(prompt);
+    if (sequences.length === 0) throw new RangeError("startChoices needs at least one sequence");
+    if (sequences.length > this.freeSlots) {
+      throw new Error(`${sequences.length} sequences need free slots; ${this.freeSlots} are free`);
+    }
+    const cache = this.context.cache;
+    let first: number;
+    if (options.slot !== undefined) {
+      const slot = options.slot;
+      if (!Number.isInteger(slot) || slot < 0 || slot >= this.#owners.length) {
+        throw new RangeError(`slot ${slot} is outside [0, ${this.#owners.length})`);
+      }
+      if (this.#owners[slot] !== undefined) throw new Error(`slot ${slot} is busy`);
+      first = slot;
+    } else {
+      first = -1;
+      let best = -1;
+      for (let s = 0; s < this.#owners.length; s++) {
+        if (this.#owners[s] !== undefined) continue;
+        const keep = cache.reusable(s, prompt);
+        if (keep > best || (keep === best && this.#lastUsed[s] < this.#lastUsed[first])) {
+          first = s;
+          best = keep;
+        }
+      }
+    }
+    const leader = new Job(sequences[0], prompt, first, cache.reuse(first, prompt), options.onEnd);
+    this.#admit(leader);
+    const jobs = [leader];
+    for (let i = 1; i < sequences.length; i++) {
+      let slot = -1;
+      for (let s = 0; s < this.#owners.length; s++) {
+        if (this.#owners[s] !== undefined) continue;
+        if (slot < 0 || this.#lastUsed[s] < this.#lastUsed[slot]) slot = s;
+      }
+      cache.truncate(slot, 0); // it will hold a copy of the leader's slot
+      const job = new Job(sequences[i], prompt, slot, prompt.length, options.onEnd);
+      job.leader = leader;
+      job.next = prompt.length;
+      leader.followers.push(job);
+      this.#admit(job);
+      jobs.push(job);
+    }
+    return jobs;
+  }
+
+  #checkPrompt(prompt: Int32Array): void {
+    const n = prompt.length;
+    if (n === 0) throw new RangeError("the prompt is empty");
+    if (n >= this.context.contextSize) {
+      throw new RangeError(
+        `the prompt is ${n} tokens; the context holds ${this.context.contextSize} per sequence`,
+      );
+    }
+    const V = this.context.model.config.vocabSize;
+    for (let i = 0; i < n; i++) {
+      const t = prompt[i];
+      if (!(t >= 0 && t < V)) {
+        throw new RangeError(`token id ${t} is outside the vocabulary [0, ${V})`);
+      }
+    }
+  }
+
+  #admit(job: Job): void {
+    this.#owners[job.slot] = job;
+    this.#active.push(job);
+    job.sequence.begin(job.prompt);
+  }
+
+  /** Ends `job` now: its sequence finishes as `"interrupted"`; so do choices waiting for it. */
+  cancel(job: Job): void {
+    if (job.done) return;
+    job.sequence.end("interrupted");
+    this.#end(job);
+  }
+
+  #end(job: Job): void {
+    if (job.done) return;
+    job.markDone();
+    const a = this.#active.indexOf(job);
+    if (a >= 0) this.#active.splice(a, 1);
+    if (this.#owners[job.slot] === job) {
+      this.#owners[job.slot] = undefined;
+      this.#lastUsed[job.slot] = ++this.#clock;
+    }
+    for (const f of job.followers) {
+      if (f.leader === job) { // its prompt never arrived
+        f.error ??= job.error;
+        f.sequence.end("interrupted");
+        this.#end(f);
+      }
+    }
+    job.onEnd?.(job);
+  }
+
+  /**
+   * Runs one batch: a token of every generating job, then prefill chunks up
+   * to the budget; samples every logits row. Returns false when no job had
+   * anything to run. A failed batch ends the jobs in it, with `error` set,
+   * and empties their slots.
+   */
+  step(): boolean {
+    const batch = this.#batch, rows = this.#rows, chunks = this.#chunks;
+    const cache = this.context.cache;
+    batch.clear();
+    rows.length = 0;
+    chunks.length = 0;
+    for (const job of this.#active) {
+      if (job.pending < 0) continue;
+      batch.add(job.pending, cache.length(job.slot), job.slot, true);
+      rows.push(job);
+    }
+    const decodeCount = batch.count;
+    const inBatch = rows.length;
+    for (const job of this.#active) {
+      if (!job.prefilling || job.leader !== undefined) continue;
+      const room = batch.capacity - batch.count;
+      if (room <= 0) break;
+      const prompt = job.prompt, last = prompt.length - 1;
+      const end = Math.min(prompt.length, job.next + room);
+      for (let i = job.next; i < end; i++) batch.add(prompt[i], i, job.slot, i === last);
+      job.timings.prefillTokens += end - job.next;
+      chunks.push(end - job.next);
+      job.next = end;
+      rows.push(job); // its logits row comes once its last prompt token is in
+    }
+    if (batch.count === 0) return false;
+    const t0 = performance.now();
+    try {
+      this.context.decode(batch);
+    } catch (error) {
+      const failure = error instanceof Error ? error : new Error(String(error));
+      for (const job of rows) {
+        cache.truncate(job.slot, 0); // what the failed batch wrote is unknown
+        job.error = failure;
+        job.sequence.end("interrupted");
+        this.#end(job);
+      }
+      return true;
+    }
+    const ms = performance.now() - t0;
+    const perToken = ms / batch.count;
+    this.#stats.steps++;
+    this.#stats.decodeMs += perToken * decodeCount;
+    this.#stats.prefillMs += perToken * (batch.count - decodeCount);
+    let row = 0;
+    for (let r = 0; r < rows.length; r++) {
+      const job = rows[r];
+      if (r < inBatch) {
+        job.timings.decodeMs += perToken;
+        job.timings.decodeTokens++;
+      } else {
+        job.timings.prefillMs += perToken * chunks[r - inBatch];
+      }
+      if (r >= inBatch && job.prefilling) continue; // no row yet
+      const logits = this.context.logits(row++);
+      for (const f of job.followers) {
+        if (f.leader !== job) continue;
+        cache.copy(job.slot, f.slot);
+        f.leader = undefined;
+        this.#sample(f, logits);
+      }
+      this.#sample(job, logits);
+    }
+    return true;
+  }
+
+  #sample(job: Job, logits: Float32Array): void {
+    const t0 = performance.now();
+    const id = job.sequence.step(logits);
+    job.timings.samplingMs += performance.now() - t0;
+    if (id >= 0) job.timings.sampledTokens++;
+    if (!job.sequence.finished && this.context.cache.length(job.slot) >= this.context.contextSize) {
+      job.sequence.end("context");
+    }
+    if (job.sequence.finished) {
+      job.pending = -1;
+      this.#end(job);
+    } else {
+      job.pending = id;
+    }
+  }
+}
