@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { generate, StopMatcher } from "../src/generation/mod.ts";
-import { LlamaModel } from "../src/model/mod.ts";
+import { Llm } from "../src/llm/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
 import { golden } from "./_golden.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
@@ -51,8 +51,8 @@ const STORIES = testdata("models/stories260K.gguf");
 const [emptyCase, onceCase] = golden("stories260K");
 
 /** The model's tokenizer, with `eog` as its end-of-generation ids when given. */
-function tokenizerOf(model: LlamaModel, eog?: number[]): GenerationTokenizer & Tokenizer {
-  const t = Tokenizer.fromGguf(model.gguf);
+function tokenizerOf(model: Llm, eog?: number[]): GenerationTokenizer & Tokenizer {
+  const t = Tokenizer.fromGguf(model.model.gguf);
   if (eog) t.isEog = (id: number) => eog.includes(id);
   return t;
 }
@@ -65,15 +65,15 @@ function streamText(t: Tokenizer, ids: ArrayLike<number>): string {
   return s + d.flush();
 }
 
-function storiesModel(contextSize?: number): LlamaModel {
-  return LlamaModel.load(STORIES, {
+function storiesModel(contextSize?: number): Promise<Llm> {
+  return Llm.load(STORIES, {
     kernels: (native, threads) => new Kernels(native, threads),
     contextSize,
   });
 }
 
 Deno.test("generate: greedy stories260K streams llama.cpp's ids and text", async () => {
-  using model = storiesModel();
+  using model = await storiesModel();
   const tokenizer = tokenizerOf(model);
   assert.equal(streamText(tokenizer, onceCase.generated_ids), onceCase.generated_text);
   let streamed = "";
@@ -98,7 +98,7 @@ Deno.test("generate: greedy stories260K streams llama.cpp's ids and text", async
 });
 
 Deno.test("generate: a stop string split across tokens ends generation before it", async () => {
-  using model = storiesModel();
+  using model = await storiesModel();
   const tokenizer = tokenizerOf(model);
   const stop = " named Lily";
   const pieces = onceCase.generated_ids.map((id) => tokenizer.tokenToPiece(id));
@@ -117,7 +117,7 @@ Deno.test("generate: a stop string split across tokens ends generation before it
 });
 
 Deno.test("generate: EOG, context full and interrupt end generation with their reason", async () => {
-  using model = storiesModel(8);
+  using model = await storiesModel(8);
   // Treat golden token 3 (index 3) as end-of-generation.
   const eogId = onceCase.generated_ids[3];
   const eog = await generate(
@@ -143,7 +143,8 @@ Deno.test("generate: EOG, context full and interrupt end generation with their r
     shouldStop: () => ++polls > 2,
   });
   assert.equal(stopped.finishReason, "interrupted");
-  assert.equal(stopped.tokens.length, 2);
+  // Polled between steps: the prompt's step sampled one token, each step after it one more.
+  assert.equal(stopped.tokens.length, 3);
 
   await assert.rejects(
     generate(model, tokenizer, new Sampler(512, {}, 1), { prompt: new Array(9).fill(1) }),
@@ -152,7 +153,7 @@ Deno.test("generate: EOG, context full and interrupt end generation with their r
 });
 
 Deno.test("generate: the same seed gives the same sampled tokens", async () => {
-  using model = storiesModel();
+  using model = await storiesModel();
   const tokenizer = tokenizerOf(model);
   const run = async (seed: number) =>
     Array.from(
@@ -167,7 +168,7 @@ Deno.test("generate: the same seed gives the same sampled tokens", async () => {
 });
 
 Deno.test("generate: an interrupt during a long prefill stops between batches", async () => {
-  using model = LlamaModel.load(STORIES, {
+  using model = await Llm.load(STORIES, {
     kernels: (native, threads) => new Kernels(native, threads),
     batchSize: 4,
   });

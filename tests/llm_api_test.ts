@@ -31,7 +31,7 @@ Deno.test("Llm: greedy pieces are llama.cpp's ids and text, with raw-softmax log
   assert.equal(result.finishReason, "length");
 
   // logprob = log softmax of the raw logits at the chosen id (computed here in float64).
-  const logits = Float64Array.from(llm.model.forward(ids, 0));
+  const logits = Float64Array.from(llm.context.forward(ids, 0));
   const max = Math.max(...logits);
   const logSum = Math.log(logits.reduce((s, x) => s + Math.exp(x - max), 0)) + max;
   assert.ok(Math.abs(pieces[0].logprob - (logits[pieces[0].token] - logSum)) < 1e-9);
@@ -88,7 +88,7 @@ Deno.test("Llm: stop strings, seeds, break, AbortSignal, close", async () => {
   llm.close();
   llm.close();
   await assert.rejects(() => collect(llm.generate("Once")), /after close/);
-  assert.throws(() => llm.model.forward([1], 0), /after close/);
+  assert.throws(() => llm.context.forward([1], 0), /after close/);
 });
 
 Deno.test("Llm under Bun: mod.ts imports and generates the greedy text", async () => {

@@ -1,32 +1,30 @@
 /**
- * The HTTP handler over the scheduler and a fake engine (no model, no
- * sockets): the queue bound answers 503 with Retry-After, a client that
- * cancels its stream frees its slot at once, CORS only when asked, the body
- * limit, drain on shutdown, and the SSE framing.
+ * The HTTP handler over the scheduler on the real stories260K model, in
+ * this thread (no Worker, no sockets): the queue bound answers 503 with
+ * Retry-After, a client that cancels its stream frees its slot at once,
+ * CORS only when asked, the body limit, drain on shutdown, and the SSE
+ * framing.
  */
 import assert from "node:assert/strict";
-import { LocalBackend } from "../src/server/backend.ts";
+import { Llm } from "../src/llm/mod.ts";
 import { chatRenderer } from "../src/server/chat_prompt.ts";
 import { ApiHandler, type HandlerOptions } from "../src/server/handler.ts";
-import { fakeAlone, FakeEngine, fakeTokenizer } from "./_fake_engine.ts";
+import { loadBackend } from "../src/server/load.ts";
+import { testdata } from "./_testdata.ts";
 
-function setup(options: Partial<HandlerOptions> = {}, slots = 1) {
-  const engine = new FakeEngine({ slots, context: 64 });
-  const backend = new LocalBackend(
-    {
-      id: "fake",
-      created: 0,
-      contextSize: 64,
-      slotCount: slots,
-      vocabSize: 40,
-      kvCacheBytes: 0,
-      chat: { bosToken: "", eosToken: "", addBos: false, addEos: false },
-    },
-    engine,
-    fakeTokenizer,
-    chatRenderer({ bosToken: "", eosToken: "" }),
+const STORIES = testdata("models/stories260K.gguf");
+
+async function setup(options: Partial<HandlerOptions> = {}, slots = 1) {
+  const backend = await loadBackend(
+    STORIES,
+    { slots, contextSize: 64, threads: 1 },
+    (chat) => chatRenderer(chat),
   );
-  return { engine, backend, api: new ApiHandler({ backend, ...options }) };
+  return {
+    backend,
+    api: new ApiHandler({ backend, ...options }),
+    [Symbol.asyncDispose]: () => backend.close(),
+  };
 }
 
 function post(api: ApiHandler, path: string, body: unknown, headers: Record<string, string> = {}) {
@@ -48,7 +46,8 @@ async function sse(res: Response): Promise<unknown[]> {
 }
 
 Deno.test("handler: streamed completion equals the greedy sequence; SSE framing and usage", async () => {
-  const { api } = setup();
+  await using s = await setup();
+  const { api } = s;
   const res = await post(api, "/v1/completions", {
     prompt: "abc",
     max_tokens: 6,
@@ -64,8 +63,10 @@ Deno.test("handler: streamed completion equals the greedy sequence; SSE framing 
     }
   >;
   const text = chunks.flatMap((c) => c.choices.map((x) => x.text)).join("");
-  const want = fakeAlone(fakeTokenizer.encode("abc", { addSpecial: true, parseSpecial: true }), 6);
-  assert.equal(text, fakeTokenizer.decode(want));
+  using llm = await Llm.load(STORIES, { threads: 1, contextSize: 64 });
+  const want = await llm.complete("abc", { temperature: 0, maxTokens: 6 });
+  assert.equal(want.tokens.length, 6);
+  assert.equal(text, want.text);
   const last = chunks.at(-1)!;
   assert.deepEqual(last.choices, []);
   assert.equal(last.usage?.completion_tokens, 6);
@@ -74,7 +75,8 @@ Deno.test("handler: streamed completion equals the greedy sequence; SSE framing 
 });
 
 Deno.test("handler: past the queue bound, 503 with Retry-After; cancel frees the slot at once", async () => {
-  const { api, backend } = setup({ queueLimit: 1 });
+  await using s = await setup({ queueLimit: 1 });
+  const { api, backend } = s;
   const body = { prompt: "ab", max_tokens: 40, stream: true, temperature: 0 };
   // Two streams nobody reads: one runs, one waits (the pull-based stream holds them in flight).
   const first = await post(api, "/v1/completions", body);
@@ -98,7 +100,8 @@ Deno.test("handler: past the queue bound, 503 with Retry-After; cancel frees the
 });
 
 Deno.test("handler: CORS only with an origin; body limit; auth; drain refuses new work", async () => {
-  const { api } = setup({ cors: "https://app.example", bodyLimitBytes: 2048, apiKey: "k" });
+  await using s = await setup({ cors: "https://app.example", bodyLimitBytes: 2048, apiKey: "k" });
+  const { api } = s;
   const pre = await api.fetch(
     new Request("http://localhost/v1/chat/completions", { method: "OPTIONS" }),
   );

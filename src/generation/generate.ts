@@ -79,7 +79,10 @@ export interface GenerateOptions {
   onText?: (text: string) => void;
   /** Receives each generated token (the event object is reused). */
   onToken?: (event: TokenEvent) => void;
-  /** Polled once per token; true ends generation with `"interrupted"`. */
+  /**
+   * Polled between the driver's steps (after the first: a prompt batch, or a
+   * token decoded and the next sampled); true ends generation with `"interrupted"`.
+   */
   shouldStop?: () => boolean;
   /** Keep the whole text in the result (default true). */
   collectText?: boolean;
@@ -161,8 +164,9 @@ export async function generate(
   const job = driver.start(sequence, prompt, { slot: target.slot ?? 0 });
   const shouldStop = options.shouldStop;
   let lastYield = performance.now();
+  let stepped = false; // the first batch runs before the first poll, as llama-cli's loop
   while (!job.done) {
-    if (shouldStop !== undefined) {
+    if (shouldStop !== undefined && stepped) {
       // Between prefill batches, and at least every YIELD_INTERVAL_MS while decoding.
       const prefillGoesOn = job.prefilling && job.next > job.reused;
       if (prefillGoesOn || performance.now() - lastYield >= YIELD_INTERVAL_MS) {
@@ -175,6 +179,7 @@ export async function generate(
       }
     }
     if (!driver.step()) throw new Error("the driver has nothing to run for an unfinished job");
+    stepped = true;
   }
   if (job.error !== undefined) throw job.error;
   return {

@@ -333,6 +333,7 @@ export class Context {
    * `posStart` a sliding-window ring can no longer continue from.
    */
   forward(tokens: ArrayLike<number>, posStart: number, slot = 0): Float32Array {
+    if (this.#closed) throw new Error("Context used after close");
     const n = tokens.length;
     if (n === 0) throw new RangeError("forward needs at least one token");
     const cache = this.cache;
