@@ -22,9 +22,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Kernels } from "../src/kernels/mod.ts";
 import { GgmlType } from "../src/gguf/mod.ts";
-import { Model } from "../src/model/mod.ts";
-import { ContextEngine } from "../src/server/context_engine.ts";
-import { EngineBatch } from "../src/server/engine.ts";
+import { Batch, Context, Model } from "../src/model/mod.ts";
 import { loadBackend } from "../src/server/load.ts";
 
 const { values } = parseArgs({
@@ -106,13 +104,21 @@ console.log(
 
 // 2. One decode step of 1 and of 4 sequences (each slot holds a 32-token prompt, growing).
 {
-  const engine = ContextEngine.load(path, { slots: 4, contextSize: 1024, threads, batchSize: 256 });
-  const batch = new EngineBatch(256);
+  const model = Model.load(path);
+  const context = new Context(model, {
+    slots: 4,
+    contextSize: 1024,
+    threads,
+    batchSize: 256,
+    maxLogits: 4, // a batch wants at most one row per sequence
+  });
+  const batch = new Batch(256);
   const length = [0, 0, 0, 0];
   for (let s = 0; s < 4; s++) {
     batch.clear();
     for (let i = 0; i < 32; i++) batch.add(100 + i + s, length[s]++, s, i === 31);
-    engine.decode(batch);
+    context.decode(batch);
+    context.logitsBlock(); // what the scheduler samples from
   }
   const ms: Record<number, number[]> = { 1: [], 4: [] };
   for (let r = 0; r < rounds; r++) {
@@ -122,7 +128,8 @@ console.log(
       for (let i = 0; i < steps; i++) {
         batch.clear();
         for (let s = 0; s < n; s++) batch.add(200 + s, length[s]++, s, true);
-        engine.decode(batch);
+        context.decode(batch);
+        context.logitsBlock();
       }
       ms[n].push((cpuMs() - c0) / steps);
     }
@@ -132,20 +139,21 @@ console.log(
     `\ndecode step: 1 sequence ${one.toFixed(2)} ms CPU, 4 sequences ${four.toFixed(2)} ms CPU: ` +
       `${(four / one).toFixed(2)}× (4 streams can be at most ${(4 * one / four).toFixed(2)}× one)`,
   );
-  engine.close();
+  context.close();
+  model.close();
 }
 
 // 3. The scheduler, as the model Worker runs it: decode vs the rest of each step.
 {
   const backend = await loadBackend(path, { slots: 4, contextSize: 1024, threads });
-  const scheduler = backend.scheduler, engine = scheduler.engine;
+  const scheduler = backend.scheduler, context = scheduler.context;
   let decodeMs = 0, stepMs = 0, steps = 0;
-  const decode = engine.decode.bind(engine), step = scheduler.step.bind(scheduler);
-  engine.decode = (b) => {
+  const decode = context.decode.bind(context), step = scheduler.step.bind(scheduler);
+  context.decode = (b) => {
     const c0 = cpuMs();
-    const logits = decode(b);
+    const rows = decode(b);
     decodeMs += cpuMs() - c0;
-    return logits;
+    return rows;
   };
   scheduler.step = () => {
     const c0 = cpuMs();

@@ -17,8 +17,8 @@ import process from "node:process";
 import { parseArgs } from "node:util";
 import { type ChatMessage, ChatSession, chatTemplateFor } from "../src/chat/mod.ts";
 import { makeModel } from "../src/gguf/make_model.ts";
-import { LlamaModel, ModelError } from "../src/model/mod.ts";
-import { Tokenizer } from "../src/tokenizer/mod.ts";
+import { Llm } from "../src/llm/mod.ts";
+import { Context, Model, ModelError } from "../src/model/mod.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const testdata = process.env.DOTLLM_TESTDATA ?? join(root, "../shared/testdata");
@@ -33,7 +33,8 @@ const reps = Number(values.reps ?? 3);
 function defaultModel(): string {
   const smollm2 = join(testdata, "models/SmolLM2-135M-Instruct.Q4_1.gguf");
   try {
-    LlamaModel.load(smollm2, { contextSize: 64, threads: 1 }).close();
+    using model = Model.load(smollm2);
+    new Context(model, { contextSize: 64, threads: 1 }).close();
     return smollm2;
   } catch (error) {
     if (!(error instanceof ModelError)) throw error;
@@ -47,9 +48,8 @@ function defaultModel(): string {
 }
 
 const path = positionals[0] ?? defaultModel();
-const model = LlamaModel.load(path, { threads, contextSize: 2048 });
-const tokenizer = Tokenizer.fromGguf(model.gguf);
-const template = chatTemplateFor(model.gguf, tokenizer, undefined);
+const llm = await Llm.load(path, { threads, contextSize: 2048 });
+const template = chatTemplateFor(llm.model.gguf, llm.tokenizer, undefined);
 const TOPICS = ["rivers", "bridges", "clocks", "forests", "trains", "harbours", "gardens", "stars"];
 const user = (i: number) =>
   `Turn ${i}: tell me about ${TOPICS[i % TOPICS.length]}, their history, how they are built ` +
@@ -71,20 +71,23 @@ let promptTokens = 0;
 let prefilledWarm = 0;
 for (let r = 0; r < reps; r++) {
   // Warm: turn 9 fills the cache (its reply generated), turn 10 continues from it.
-  const session = new ChatSession(model, tokenizer, template, { ...options, messages: history });
+  const session = new ChatSession(llm, template, { ...options, messages: history });
   await session.send(user(9), { maxTokens: 48 });
   const turn10 = await session.send(user(10), { maxTokens: 1 });
   warm.push(turn10.firstTokenMs);
   promptTokens = turn10.promptTokens;
   prefilledWarm = turn10.prefilledTokens;
   // Cold: the same ten turns, nothing cached.
+  // (The slot's history is the cache's: a fresh session would reuse it, so empty it.)
   const messages = session.messages.slice(0, -2);
-  const fresh = new ChatSession(model, tokenizer, template, { ...options, messages });
+  llm.context.cache.clear(0);
+  const fresh = new ChatSession(llm, template, { ...options, messages });
   const coldTurn = await fresh.send(user(10), { maxTokens: 1 });
   if (coldTurn.promptTokens !== promptTokens) throw new Error("warm and cold prompts differ");
+  if (coldTurn.prefilledTokens !== promptTokens) throw new Error("the cold turn reused the cache");
   cold.push(coldTurn.firstTokenMs);
 }
-model.close();
+llm.close();
 
 const median = (xs: number[]) => xs.toSorted((a, b) => a - b)[Math.floor(xs.length / 2)];
 const w = median(warm);

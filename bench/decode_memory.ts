@@ -11,9 +11,9 @@
  */
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { generate } from "../src/generation/mod.ts";
-import { type ForwardOps, LlamaModel } from "../src/model/mod.ts";
+import { Llm } from "../src/llm/mod.ts";
+import { Context, type ForwardOps, Model } from "../src/model/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
 
 const { values, positionals } = parseArgs({
@@ -61,7 +61,8 @@ const noKernels: ForwardOps = {
   },
   close() {},
 };
-const hollow = LlamaModel.load(path, { kernels: noKernels, contextSize: tokens + 64 });
+const hollowModel = Model.load(path, { repack: false }); // no-op kernels read the file's layouts
+const hollow = new Context(hollowModel, { kernels: noKernels, contextSize: tokens + 64 });
 const one = new Int32Array(1);
 const decode = () => {
   for (let pos = 0; pos < tokens; pos++) {
@@ -78,29 +79,30 @@ const hollowLine = `forward pass with no-op kernels: ${
   (hollowBytes / tokens).toFixed(1)
 } B/token allocated`;
 hollow.close();
+hollowModel.close();
 
 const rssStart = process.memoryUsage().rss;
-const model = LlamaModel.load(path, {
+const llm = await Llm.load(path, {
   threads: Number(values.threads ?? 0),
   contextSize: tokens + 64,
 });
-const tokenizer = Tokenizer.fromGguf(model.gguf);
+const tokenizer = llm.tokenizer;
 const options = { prompt: "Once upon a time", maxTokens: tokens, collectText: false };
 
 // Warm up (JIT tiers, page-in of the weights), then measure a further, identical run.
 const warmUpRuns = Number(values["warm-up"] ?? 4);
 for (let i = 0; i < warmUpRuns; i++) {
-  model.context.cache.clear(); // cold prompts, as the measured run
-  await generate(model, tokenizer, new Sampler(model.config.vocabSize, { temperature: 0 }, 1), {
+  llm.context.cache.clear(); // cold prompts, as the measured run
+  await generate(llm, tokenizer, new Sampler(llm.config.vocabSize, { temperature: 0 }, 1), {
     ...options,
     maxTokens: 500,
   });
 }
-const sampler = new Sampler(model.config.vocabSize, { temperature: 0 }, 1);
-model.context.cache.clear();
+const sampler = new Sampler(llm.config.vocabSize, { temperature: 0 }, 1);
+llm.context.cache.clear();
 gc();
 const before = process.memoryUsage();
-const result = await generate(model, tokenizer, sampler, options);
+const result = await generate(llm, tokenizer, sampler, options);
 const after = process.memoryUsage();
 gc();
 const afterGc = process.memoryUsage();
@@ -108,8 +110,8 @@ const afterGc = process.memoryUsage();
 const kib = (n: number) => `${(n / 1024).toFixed(1)} KiB`;
 const mib = (n: number) => `${(n / (1 << 20)).toFixed(1)} MiB`;
 const n = result.tokens.length;
-const m = model.memory;
-console.log(`model ${path}, ${model.threadCount} threads, ${n} tokens decoded`);
+const m = llm.context.memory;
+console.log(`model ${path}, ${llm.context.threadCount} threads, ${n} tokens decoded`);
 console.log(
   `decode: ${(n / (result.timings.decodeMs + result.timings.samplingMs) * 1000).toFixed(1)} tok/s`,
 );
@@ -135,5 +137,5 @@ console.table({
   "RSS growth since start": mib(after.rss - rssStart),
   "RSS": mib(after.rss),
 });
-model.close();
+llm.close();
 console.log(hollowLine);

@@ -10,9 +10,8 @@
  */
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { generate } from "../src/generation/mod.ts";
-import { LlamaModel } from "../src/model/mod.ts";
+import { Llm } from "../src/llm/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
 
 const { values, positionals } = parseArgs({
@@ -32,14 +31,13 @@ const threadCounts = (values.threads ?? ["1", "2"]).map(Number);
 
 const rows: Record<string, Record<string, string>> = {};
 for (const threads of threadCounts) {
-  const model = LlamaModel.load(path, { threads });
-  const tokenizer = Tokenizer.fromGguf(model.gguf);
-  const vocab = model.config.vocabSize;
+  const llm = await Llm.load(path, { threads });
+  const vocab = llm.config.vocabSize;
   // A fixed pseudo-random prompt of ids (skipping the first 300, often special).
   const prompt = Array.from({ length: promptTokens }, (_, i) => 300 + (i * 7919) % (vocab - 300));
   const run = () => {
-    model.context.cache.clear(); // a cold prompt each run (else its prefix is reused)
-    return generate(model, tokenizer, new Sampler(vocab, { temperature: 0 }, 1), {
+    llm.context.cache.clear(); // a cold prompt each run (else its prefix is reused)
+    return generate(llm, llm.tokenizer, new Sampler(vocab, { temperature: 0 }, 1), {
       prompt,
       maxTokens: tokens,
       collectText: false,
@@ -55,7 +53,7 @@ for (const threads of threadCounts) {
     "generation tok/s": decode.toFixed(1),
     "prefill / decode": `${(prefill / decode).toFixed(1)}×`,
   };
-  model.close();
+  llm.close();
 }
 console.log(`${path}: ${promptTokens}-token prompt, ${tokens} generated tokens (greedy)`);
 console.table(rows);

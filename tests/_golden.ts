@@ -1,7 +1,7 @@
 /** The llama.cpp golden greedy outputs (`golden/*.greedy.json`) and a checker. @module */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import type { LlamaModel } from "../src/model/mod.ts";
+import type { Context } from "../src/model/mod.ts";
 import { testdata } from "./_testdata.ts";
 
 export interface GoldenCase {
@@ -24,8 +24,8 @@ function argmax(x: Float32Array): number {
 }
 
 /** Greedy-decodes the golden case; returns the ids and the largest top-5 logit error. */
-export function greedyAgainstGolden(model: LlamaModel, c: GoldenCase) {
-  let logits = model.forward(c.prompt_ids, 0);
+export function greedyAgainstGolden(context: Context, c: GoldenCase) {
+  let logits = context.forward(c.prompt_ids, 0);
   let pos = c.prompt_ids.length;
   const ids: number[] = [];
   let maxError = 0;
@@ -35,7 +35,7 @@ export function greedyAgainstGolden(model: LlamaModel, c: GoldenCase) {
     }
     // Feed the golden id, so one near-tie cannot derail the rest of the comparison.
     ids.push(argmax(logits));
-    logits = model.forward([c.generated_ids[i]], pos++);
+    logits = context.forward([c.generated_ids[i]], pos++);
   }
   return { ids, maxError };
 }

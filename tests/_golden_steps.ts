@@ -8,7 +8,7 @@
  * @module
  */
 import { createHash } from "node:crypto";
-import type { LlamaModel } from "../src/model/mod.ts";
+import type { Context } from "../src/model/mod.ts";
 
 /** One case of a golden (`*.greedy.json`, `*.long.json`). */
 export interface GoldenStepsCase {
@@ -37,7 +37,7 @@ function argmax(x: Float32Array): number {
 
 /** Runs every case from an empty cache and compares it with the golden. */
 export function compareSteps(
-  model: LlamaModel,
+  context: Context,
   cases: readonly GoldenStepsCase[],
   tolerance: number,
   idMargin: number = tolerance,
@@ -47,7 +47,7 @@ export function compareSteps(
   let closeSteps = 0;
   const idMismatches: string[] = [];
   for (const [k, c] of cases.entries()) {
-    let logits = model.forward(c.prompt_ids, 0);
+    let logits = context.forward(c.prompt_ids, 0);
     let pos = c.prompt_ids.length;
     for (let i = 0; i < c.generated_ids.length; i++) {
       const step = c.steps[i];
@@ -62,7 +62,7 @@ export function compareSteps(
             `(llama.cpp ${step.top5[0].logit}, ours ${logits[c.generated_ids[i]]})`,
         );
       }
-      if (i + 1 < c.generated_ids.length) logits = model.forward([c.generated_ids[i]], pos++);
+      if (i + 1 < c.generated_ids.length) logits = context.forward([c.generated_ids[i]], pos++);
     }
   }
   return { maxError, idMismatches, closeSteps, logitsHash: hash.digest("hex") };

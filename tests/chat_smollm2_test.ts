@@ -13,7 +13,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { chatTemplateFor } from "../src/chat/mod.ts";
 import { openGguf } from "../src/gguf/mod.ts";
-import { LlamaModel, ModelError } from "../src/model/mod.ts";
+import { Context, Model, ModelError } from "../src/model/mod.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { Llm } from "../src/llm/mod.ts";
 import { repoRoot, testdata } from "./_testdata.ts";
@@ -35,7 +35,8 @@ const chatCase = golden.cases.find((c: { parse_special: boolean }) => c.parse_sp
  */
 async function notYet(): Promise<string | undefined> {
   try {
-    LlamaModel.load(MODEL, { contextSize: 64, threads: 1 }).close();
+    using model = Model.load(MODEL);
+    new Context(model, { contextSize: 64, threads: 1 }).close();
   } catch (error) {
     if (error instanceof ModelError && /unsupported type/.test(error.message)) {
       return "the engine does not load Q4_1";

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { generate } from "../src/generation/mod.ts";
 import { GgmlType } from "../src/gguf/types.ts";
-import { Batch, Context, LlamaModel, Model } from "../src/model/mod.ts";
+import { Batch, Context, Model } from "../src/model/mod.ts";
 import { loadNative } from "../src/native/mod.ts";
 import { Rng, Sampler } from "../src/sampler/mod.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
@@ -151,28 +151,39 @@ Deno.test("prefix reuse: continuing after a 200-token prefix prefills only the n
   const prefix = randomPrompt(rng, 200, 512);
   const continued = [...prefix, ...randomPrompt(rng, 31, 512).slice(1)]; // 230 tokens
   const greedy = () => new Sampler(512, { temperature: 0 }, 1);
-  using warm = LlamaModel.load(STORIES, { threads: 2, contextSize: 512 });
-  const tokenizer = Tokenizer.fromGguf(warm.gguf);
-  const first = await generate(warm, tokenizer, greedy(), { prompt: prefix, maxTokens: 4 });
+  using warmModel = Model.load(STORIES);
+  using warm = new Context(warmModel, { threads: 2, contextSize: 512 });
+  const tokenizer = Tokenizer.fromGguf(warmModel.gguf);
+  const first = await generate({ context: warm }, tokenizer, greedy(), {
+    prompt: prefix,
+    maxTokens: 4,
+  });
   assert.equal(first.timings.prefillTokens, 200);
   assert.equal(first.timings.reusedTokens, 0);
-  assert.equal(warm.context.cache.length(0), 203, "the prompt and 3 of 4 generated tokens");
+  assert.equal(warm.cache.length(0), 203, "the prompt and 3 of 4 generated tokens");
   // The slot holds prefix + 3 generated tokens: 200 tokens are common with `continued`.
-  const second = await generate(warm, tokenizer, greedy(), { prompt: continued, maxTokens: 0 });
+  const second = await generate({ context: warm }, tokenizer, greedy(), {
+    prompt: continued,
+    maxTokens: 0,
+  });
   assert.equal(second.timings.reusedTokens, 200);
   assert.equal(second.timings.prefillTokens, 30, "only the 30 new tokens run");
-  const warmLogits = warm.context.logits(0).slice();
-  const warmTokens = await generate(warm, tokenizer, greedy(), {
+  const warmLogits = warm.logits(0).slice();
+  const warmTokens = await generate({ context: warm }, tokenizer, greedy(), {
     prompt: continued,
     maxTokens: 12,
   });
   assert.equal(warmTokens.timings.prefillTokens, 1, "all but the last prompt token reused");
 
-  using cold = LlamaModel.load(STORIES, { threads: 2, contextSize: 512 });
-  const coldRun = await generate(cold, tokenizer, greedy(), { prompt: continued, maxTokens: 0 });
+  using coldModel = Model.load(STORIES);
+  using cold = new Context(coldModel, { threads: 2, contextSize: 512 });
+  const coldRun = await generate({ context: cold }, tokenizer, greedy(), {
+    prompt: continued,
+    maxTokens: 0,
+  });
   assert.equal(coldRun.timings.prefillTokens, 230);
-  assertBitIdentical(warmLogits, cold.context.logits(0), "logits after the continued prompt");
-  const coldTokens = await generate(cold, tokenizer, greedy(), {
+  assertBitIdentical(warmLogits, cold.logits(0), "logits after the continued prompt");
+  const coldTokens = await generate({ context: cold }, tokenizer, greedy(), {
     prompt: continued,
     maxTokens: 12,
   });

@@ -12,7 +12,6 @@ import {
   ARCHITECTURES,
   Batch,
   Context,
-  LlamaModel,
   Model,
   ModelError,
   SUPPORTED_ARCHITECTURES,
@@ -99,10 +98,11 @@ Deno.test("mistral: the llama graph under mistral.* keys, its sliding window on 
     const prompt = [1, 5, 9, 77, 3, 100, 42, 8, 19];
     const run = (gguf: Gguf) => {
       using kernels = new Kernels(native, 2);
-      using m = new LlamaModel(native, gguf, s.base, undefined, { kernels });
-      const out = [m.forward(prompt, 0).slice()];
-      for (let i = 0; i < 3; i++) out.push(m.forward([i + 10], prompt.length + i).slice());
-      return { out, windows: Array.from(m.model.layerWindows) };
+      using m = new Model(native, gguf, s.base);
+      using context = new Context(m, { kernels });
+      const out = [context.forward(prompt, 0).slice()];
+      for (let i = 0; i < 3; i++) out.push(context.forward([i + 10], prompt.length + i).slice());
+      return { out, windows: Array.from(m.layerWindows) };
     };
     const llama = run(s.gguf);
     assert.deepEqual(llama.windows, [0, 0]);
@@ -117,9 +117,11 @@ Deno.test("mistral: the llama graph under mistral.* keys, its sliding window on 
     const f32 = syntheticModel(native, { type: GgmlType.F32 });
     const windowed = asArchitecture(f32.gguf, "mistral", [["mistral.attention.sliding_window", 4]]);
     const logits = (kernels: ReferenceKernels | Kernels, gguf = windowed) => {
-      using m = new LlamaModel(native, gguf, f32.base, undefined, { kernels });
-      const out = [m.forward(prompt, 0).slice()];
-      for (let i = 0; i < 3; i++) out.push(m.forward([i + 10], prompt.length + i).slice());
+      const repack = kernels instanceof Kernels;
+      using m = new Model(native, gguf, f32.base, undefined, undefined, { repack });
+      using context = new Context(m, { kernels });
+      const out = [context.forward(prompt, 0).slice()];
+      for (let i = 0; i < 3; i++) out.push(context.forward([i + 10], prompt.length + i).slice());
       return out;
     };
     using kernels = new Kernels(native, 2);

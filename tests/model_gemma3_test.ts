@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { LlamaModel } from "../src/model/mod.ts";
+import { Context, Model } from "../src/model/mod.ts";
 import { ensureGemma } from "./_gemma.ts";
 import { compareSteps, type GoldenStepsCase } from "./_golden_steps.ts";
 import { testdata } from "./_testdata.ts";
@@ -36,8 +36,9 @@ Deno.test(`gemma3 270M Q4_K_M: llama.cpp's greedy ids at every step, top-5 logit
   const golden = cases("gemma-3-270m-q4_k_m.greedy.json");
   const hashes: string[] = [];
   for (const threads of [1, 2]) {
-    using model = LlamaModel.load(path, { threads, contextSize: 4096 });
-    const r = compareSteps(model, golden, TOLERANCE, ID_MARGIN);
+    using model = Model.load(path);
+    using context = new Context(model, { threads, contextSize: 4096 });
+    const r = compareSteps(context, golden, TOLERANCE, ID_MARGIN);
     console.log(`-t ${threads}: max top-5 logit error ${r.maxError.toExponential(2)}`);
     assert.equal(r.closeSteps, 0, "every step's id compared");
     assert.deepEqual(r.idMismatches, [], `${threads} threads: greedy ids differ`);
@@ -48,19 +49,21 @@ Deno.test(`gemma3 270M Q4_K_M: llama.cpp's greedy ids at every step, top-5 logit
 });
 
 Deno.test(`gemma3 270M Q4_K_M: a 1,984-token prompt past the 512 window, 16 tokens = llama.cpp's, top-5 logits within ${TOLERANCE}`, () => {
-  using model = LlamaModel.load(ensureGemma(), { threads: 2, contextSize: 4096 });
+  using model = Model.load(ensureGemma());
+  using context = new Context(model, { threads: 2, contextSize: 4096 });
   // 15 sliding layers hold rings of 512 + 512 - 1 rows, not 4096.
-  assert.equal(model.memory.kvCacheBytes, 2 * 2 * 256 * (3 * 4096 + 15 * 1023));
-  const r = compareSteps(model, cases("gemma-3-270m-q4_k_m.long.json"), TOLERANCE, ID_MARGIN);
+  assert.equal(context.memory.kvCacheBytes, 2 * 2 * 256 * (3 * 4096 + 15 * 1023));
+  const r = compareSteps(context, cases("gemma-3-270m-q4_k_m.long.json"), TOLERANCE, ID_MARGIN);
   console.log(`long prompt: max top-5 logit error ${r.maxError.toExponential(2)}`);
   assert.deepEqual(r.idMismatches, []);
   assert.ok(r.maxError <= TOLERANCE, `max error ${r.maxError}`);
 });
 
 Deno.test("gemma3 270M Q4_K_M: a context smaller than the 512 window runs (the window covers it) and decodes as llama.cpp", () => {
-  using model = LlamaModel.load(ensureGemma(), { threads: 2, contextSize: 128 });
+  using model = Model.load(ensureGemma());
+  using context = new Context(model, { threads: 2, contextSize: 128 });
   const r = compareSteps(
-    model,
+    context,
     cases("gemma-3-270m-q4_k_m.greedy.json").slice(0, 1),
     TOLERANCE,
     ID_MARGIN,

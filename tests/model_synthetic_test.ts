@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { GgufTensorInfo } from "../src/gguf/reader.ts";
 import { GgmlType } from "../src/gguf/types.ts";
-import { type ForwardOps, LlamaModel, type ModelOptions } from "../src/model/mod.ts";
+import { Context, type ContextOptions, type ForwardOps, Model } from "../src/model/mod.ts";
 import { Kernels } from "../src/kernels/mod.ts";
 import { ReferenceKernels } from "./_reference_kernels.ts";
 import { loadNative } from "../src/native/mod.ts";
@@ -14,13 +14,16 @@ const PROMPT = [1, 5, 9, 77, 3, 100, 42, 8, 19];
 function logitsOf(
   options: Parameters<typeof syntheticModel>[1],
   kernels: ForwardOps,
-  modelOptions: ModelOptions = {},
+  contextOptions: ContextOptions = {},
 ): Float32Array[] {
   const s = syntheticModel(native, options);
   try {
-    using model = new LlamaModel(native, s.gguf, s.base, undefined, { kernels, ...modelOptions });
-    const out = [model.forward(PROMPT, 0).slice()];
-    for (let i = 0; i < 3; i++) out.push(model.forward([i + 10], PROMPT.length + i).slice());
+    // Repacked weights run on the library's kernels only.
+    const repack = kernels instanceof Kernels;
+    using model = new Model(native, s.gguf, s.base, undefined, undefined, { repack });
+    using context = new Context(model, { kernels, ...contextOptions });
+    const out = [context.forward(PROMPT, 0).slice()];
+    for (let i = 0; i < 3; i++) out.push(context.forward([i + 10], PROMPT.length + i).slice());
     return out;
   } finally {
     s.memory.free();
@@ -48,7 +51,7 @@ Deno.test("synthetic model: every weight type computes the function its values d
 
 Deno.test("synthetic model: tied output, rope_freqs, batch size and cache type", () => {
   const tied = syntheticModel(native, { type: GgmlType.Q8_0, tied: true });
-  using model = new LlamaModel(native, tied.gguf, tied.base, undefined, { kernels: ref });
+  using model = new Model(native, tied.gguf, tied.base, undefined, undefined, { repack: false });
   assert.equal(model.weights.tiedOutput, true);
   assert.equal(model.weights.output, model.weights.tokenEmbedding);
   assert.equal(model.weights.typeName, "Q8_0");
@@ -124,7 +127,7 @@ Deno.test("config errors name the key: missing, wrong type, out of range, incons
       if (value === undefined) metadata.delete(key);
       else metadata.set(key, value);
       assert.throws(
-        () => new LlamaModel(native, s.gguf, s.base, undefined, { kernels: ref }),
+        () => new Model(native, s.gguf, s.base, undefined, undefined, { repack: false }),
         message,
         `${key} = ${String(value)}`,
       );
@@ -141,13 +144,13 @@ Deno.test("weights errors name the tensor: wrong shape, missing tensor", () => {
     const wk = tensors.get("blk.1.attn_k.weight")!;
     tensors.set("blk.1.attn_k.weight", { ...wk, dims: [64, 64] });
     assert.throws(
-      () => new LlamaModel(native, s.gguf, s.base, undefined, { kernels: ref }),
+      () => new Model(native, s.gguf, s.base, undefined, undefined, { repack: false }),
       /tensor "blk.1.attn_k.weight" has shape \[64, 64\], expected \[64, 32\]/,
     );
     tensors.set("blk.1.attn_k.weight", wk);
     tensors.delete("blk.0.ffn_down.weight");
     assert.throws(
-      () => new LlamaModel(native, s.gguf, s.base, undefined, { kernels: ref }),
+      () => new Model(native, s.gguf, s.base, undefined, undefined, { repack: false }),
       /missing tensor "blk.0.ffn_down.weight"/,
     );
   } finally {

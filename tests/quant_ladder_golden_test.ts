@@ -11,7 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { LlamaModel } from "../src/model/mod.ts";
+import { Context, Model } from "../src/model/mod.ts";
 import { ladderFile } from "./_quant_ladder.ts";
 import { testdata } from "./_testdata.ts";
 
@@ -48,9 +48,10 @@ for (const m of ladder.models) {
   const type = pure ? name.slice(0, -"-pure".length) : name;
   Deno.test(`quant ladder ${name}: llama.cpp's greedy ids and top-5 logits`, async () => {
     const path = await ladderFile(type, pure);
-    using model = LlamaModel.load(path, { threads: 2, contextSize: 2048 });
+    using model = Model.load(path);
+    using context = new Context(model, { threads: 2, contextSize: 2048 });
     for (const c of m.cases) {
-      let logits = model.forward(c.prompt_ids, 0);
+      let logits = context.forward(c.prompt_ids, 0);
       let position = c.prompt_ids.length;
       for (let s = 0; s < c.generated_ids.length; s++) {
         const top = c.steps[s].top5;
@@ -69,7 +70,7 @@ for (const m of ladder.models) {
           );
         }
         if (s + 1 < c.generated_ids.length) {
-          logits = model.forward([c.generated_ids[s]], position++);
+          logits = context.forward([c.generated_ids[s]], position++);
         }
       }
     }

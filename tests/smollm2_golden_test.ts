@@ -18,7 +18,7 @@
  */
 import assert from "node:assert/strict";
 import { Llm } from "../src/llm/mod.ts";
-import { LlamaModel } from "../src/model/mod.ts";
+import { Context, Model } from "../src/model/mod.ts";
 import { golden, type GoldenCase } from "./_golden.ts";
 import { testdata } from "./_testdata.ts";
 
@@ -47,8 +47,8 @@ interface Run {
 }
 
 /** Free-running greedy decoding (our argmax fed back), as a user gets it. */
-function greedy(model: LlamaModel, c: GoldenCase): Run {
-  let logits = model.forward(c.prompt_ids, 0);
+function greedy(context: Context, c: GoldenCase): Run {
+  let logits = context.forward(c.prompt_ids, 0);
   let pos = c.prompt_ids.length;
   const ids: number[] = [];
   let maxError = 0;
@@ -62,7 +62,7 @@ function greedy(model: LlamaModel, c: GoldenCase): Run {
       const divergence = { step, ours: id, golden: c.generated_ids[step], gap: topGap(c, step) };
       return { ids, maxError, divergence };
     }
-    if (step + 1 < c.generated_ids.length) logits = model.forward([id], pos++);
+    if (step + 1 < c.generated_ids.length) logits = context.forward([id], pos++);
   }
   return { ids, maxError };
 }
@@ -92,12 +92,13 @@ Deno.test("smollm2 golden: the golden has 4 cases × 64 steps; its near-tie step
 
 for (const threads of [1, 2]) {
   Deno.test(`smollm2 golden: greedy ids = llama.cpp's for all 4 cases at -t ${threads}, top-5 logits within ${LOGIT_TOLERANCE}`, () => {
-    using model = LlamaModel.load(SMOLLM2, { threads, contextSize: 4096 });
+    using model = Model.load(SMOLLM2);
+    using context = new Context(model, { threads, contextSize: 4096 });
     const failures: string[] = [];
     let matched = 0;
     let worst = 0;
     for (const c of CASES) {
-      const run = greedy(model, c);
+      const run = greedy(context, c);
       matched += run.divergence ? run.divergence.step : c.generated_ids.length;
       worst = Math.max(worst, run.maxError);
       if (run.divergence) failures.push(describe(c, run, threads));

@@ -133,6 +133,20 @@ export class Job {
   }
 }
 
+/**
+ * Below this many tokens the native matmuls sum in llama.cpp's vec_dot
+ * order, from it on in its tiled order (`tiled_min_tokens` of
+ * `ffi/quant_k.zig`, llama.cpp's `ggml_tiled_min_batch`).
+ */
+export const BATCH_INVARIANT_TOKENS = 8;
+
+/** What one step runs (see {@linkcode Driver.step}). */
+const enum StepKind {
+  decode = 0,
+  long = 1,
+  short = 2,
+}
+
 /** The driver of each context (one per context: it owns which slots are busy). */
 const drivers = new WeakMap<Context, Driver>();
 
@@ -153,6 +167,8 @@ export class Driver {
   /** Tokens of each prefill chunk in {@linkcode #rows} (past the decodes). */
   readonly #chunks: number[] = [];
   #clock = 0;
+  /** The kind of step that goes first next time. */
+  #turn: StepKind = StepKind.decode;
   readonly #stats: DriverStats = { steps: 0, prefillMs: 0, decodeMs: 0 };
 
   /**
@@ -235,6 +251,8 @@ export class Driver {
       throw new Error(`${sequences.length} sequences need free slots; ${this.freeSlots} are free`);
     }
     const cache = this.context.cache;
+    // A prompt of BATCH_INVARIANT_TOKENS or more runs at least that many: its tail takes the large order.
+    const runAtLeast = Math.min(BATCH_INVARIANT_TOKENS, prompt.length);
     let first: number;
     if (options.slot !== undefined) {
       const slot = options.slot;
@@ -248,14 +266,15 @@ export class Driver {
       let best = -1;
       for (let s = 0; s < this.#owners.length; s++) {
         if (this.#owners[s] !== undefined) continue;
-        const keep = cache.reusable(s, prompt);
+        const keep = cache.reusable(s, prompt, runAtLeast);
         if (keep > best || (keep === best && this.#lastUsed[s] < this.#lastUsed[first])) {
           first = s;
           best = keep;
         }
       }
     }
-    const leader = new Job(sequences[0], prompt, first, cache.reuse(first, prompt), options.onEnd);
+    const reused = cache.reuse(first, prompt, runAtLeast);
+    const leader = new Job(sequences[0], prompt, first, reused, options.onEnd);
     this.#admit(leader);
     const jobs = [leader];
     for (let i = 1; i < sequences.length; i++) {
@@ -324,11 +343,42 @@ export class Driver {
     job.onEnd?.(job);
   }
 
+  /** The next kind of step with work, in turn after the last one (undefined: none). */
+  #nextKind(): StepKind | undefined {
+    const min = Math.min(BATCH_INVARIANT_TOKENS, this.#batch.capacity);
+    let pending = 0;
+    for (const job of this.#active) {
+      if (job.pending >= 0) pending |= 1 << StepKind.decode;
+      else if (job.prefilling && job.leader === undefined) {
+        pending |= 1 << (job.prompt.length - job.next < min ? StepKind.short : StepKind.long);
+      }
+    }
+    if (pending === 0) return undefined;
+    for (let i = 0; i < 3; i++) {
+      const kind = (this.#turn + i) % 3 as StepKind;
+      if (pending & (1 << kind)) {
+        this.#turn = (kind + 1) % 3;
+        return kind;
+      }
+    }
+    return undefined;
+  }
+
   /**
-   * Runs one batch: a token of every generating job, then prefill chunks up
-   * to the budget; samples every logits row. Returns false when no job had
-   * anything to run. A failed batch ends the jobs in it, with `error` set,
-   * and empties their slots.
+   * Runs one batch of one kind, the kinds taking turns while each has work:
+   * a token of every generating job; or prompt chunks of at least
+   * {@linkcode BATCH_INVARIANT_TOKENS} tokens, up to the budget; or prompts
+   * shorter than that. Samples every logits row. Returns false when no job
+   * had anything to run. A failed batch ends the jobs in it, with `error`
+   * set, and empties their slots.
+   *
+   * Why kinds: the native matmuls sum a batch of fewer than
+   * `BATCH_INVARIANT_TOKENS` tokens in one order and a larger one in
+   * another (llama.cpp's vec_dot and tiled orders), so a token's logits
+   * depend on its batch's size. Decode tokens and short prompts always run
+   * in small batches, longer prompts always in large ones, so a sequence
+   * gets the same tokens alone or beside others (while fewer than
+   * `BATCH_INVARIANT_TOKENS` sequences generate at once).
    */
   step(): boolean {
     const batch = this.#batch, rows = this.#rows, chunks = this.#chunks;
@@ -336,24 +386,39 @@ export class Driver {
     batch.clear();
     rows.length = 0;
     chunks.length = 0;
-    for (const job of this.#active) {
-      if (job.pending < 0) continue;
-      batch.add(job.pending, cache.length(job.slot), job.slot, true);
-      rows.push(job);
+    const kind = this.#nextKind();
+    if (kind === undefined) return false;
+    if (kind === StepKind.decode) {
+      for (const job of this.#active) {
+        if (job.pending < 0) continue;
+        batch.add(job.pending, cache.length(job.slot), job.slot, true);
+        rows.push(job);
+      }
     }
     const decodeCount = batch.count;
     const inBatch = rows.length;
-    for (const job of this.#active) {
-      if (!job.prefilling || job.leader !== undefined) continue;
-      const room = batch.capacity - batch.count;
-      if (room <= 0) break;
-      const prompt = job.prompt, last = prompt.length - 1;
-      const end = Math.min(prompt.length, job.next + room);
-      for (let i = job.next; i < end; i++) batch.add(prompt[i], i, job.slot, i === last);
-      job.timings.prefillTokens += end - job.next;
-      chunks.push(end - job.next);
-      job.next = end;
-      rows.push(job); // its logits row comes once its last prompt token is in
+    if (kind !== StepKind.decode) {
+      const min = Math.min(BATCH_INVARIANT_TOKENS, batch.capacity);
+      for (const job of this.#active) {
+        if (!job.prefilling || job.leader !== undefined) continue;
+        const left = job.prompt.length - job.next;
+        if ((left < min) !== (kind === StepKind.short)) continue;
+        const room = batch.capacity - batch.count;
+        let take = Math.min(room, left);
+        // Never leave a tail shorter than `min`: it would take the other order.
+        if (left - take > 0 && left - take < min) take = left - min;
+        if (kind === StepKind.long && take < min) {
+          if (batch.count > 0) break;
+          take = Math.min(room, left); // a budget under 2 × min: the tail takes the other order
+        }
+        if (kind === StepKind.short && batch.count > 0 && batch.count + take >= min) break;
+        const prompt = job.prompt, last = prompt.length - 1, end = job.next + take;
+        for (let i = job.next; i < end; i++) batch.add(prompt[i], i, job.slot, i === last);
+        job.timings.prefillTokens += take;
+        chunks.push(take);
+        job.next = end;
+        rows.push(job); // its logits row comes once its last prompt token is in
+      }
     }
     if (batch.count === 0) return false;
     const t0 = performance.now();

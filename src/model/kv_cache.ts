@@ -193,19 +193,20 @@ export class KvCache implements ForwardCache {
 
   /**
    * The one rule for what a new sequence `tokens` reuses of slot `slot`: the
-   * longest common prefix with what the slot holds, short of the last token
-   * (whose logits start generation), and only as far back as the slot can
-   * actually be truncated (else nothing: the prompt is run from 0). Does not
-   * change the slot; {@linkcode reuse} applies it.
+   * longest common prefix with what the slot holds, short of the last
+   * `runAtLeast` tokens (at least the last, whose logits start generation),
+   * and only as far back as the slot can actually be truncated (else
+   * nothing: the prompt is run from 0). Does not change the slot;
+   * {@linkcode reuse} applies it.
    */
-  reusable(slot: number, tokens: ArrayLike<number>): number {
-    const common = Math.min(this.commonPrefix(slot, tokens), Math.max(0, tokens.length - 1));
-    return this.keepable(slot, common);
+  reusable(slot: number, tokens: ArrayLike<number>, runAtLeast = 1): number {
+    const cap = Math.max(0, tokens.length - Math.max(1, runAtLeast));
+    return this.keepable(slot, Math.min(this.commonPrefix(slot, tokens), cap));
   }
 
-  /** Truncates slot `slot` to {@linkcode reusable}`(slot, tokens)` and returns that length. */
-  reuse(slot: number, tokens: ArrayLike<number>): number {
-    return this.truncate(slot, this.reusable(slot, tokens));
+  /** Truncates slot `slot` to {@linkcode reusable}`(slot, tokens, runAtLeast)` and returns that length. */
+  reuse(slot: number, tokens: ArrayLike<number>, runAtLeast = 1): number {
+    return this.truncate(slot, this.reusable(slot, tokens, runAtLeast));
   }
 
   /**
