@@ -251,8 +251,9 @@ export class Driver {
       throw new Error(`${sequences.length} sequences need free slots; ${this.freeSlots} are free`);
     }
     const cache = this.context.cache;
-    // A prompt of BATCH_INVARIANT_TOKENS or more runs at least that many: its tail takes the large order.
+    // A prompt of BATCH_INVARIANT_TOKENS or more runs at least that many, from a multiple of it.
     const runAtLeast = Math.min(BATCH_INVARIANT_TOKENS, prompt.length);
+    const align = BATCH_INVARIANT_TOKENS;
     let first: number;
     if (options.slot !== undefined) {
       const slot = options.slot;
@@ -266,14 +267,14 @@ export class Driver {
       let best = -1;
       for (let s = 0; s < this.#owners.length; s++) {
         if (this.#owners[s] !== undefined) continue;
-        const keep = cache.reusable(s, prompt, runAtLeast);
+        const keep = cache.reusable(s, prompt, runAtLeast, align);
         if (keep > best || (keep === best && this.#lastUsed[s] < this.#lastUsed[first])) {
           first = s;
           best = keep;
         }
       }
     }
-    const reused = cache.reuse(first, prompt, runAtLeast);
+    const reused = cache.reuse(first, prompt, runAtLeast, align);
     const leader = new Job(sequences[0], prompt, first, reused, options.onEnd);
     this.#admit(leader);
     const jobs = [leader];
@@ -373,12 +374,16 @@ export class Driver {
    * set, and empties their slots.
    *
    * Why kinds: the native matmuls sum a batch of fewer than
-   * `BATCH_INVARIANT_TOKENS` tokens in one order and a larger one in
-   * another (llama.cpp's vec_dot and tiled orders), so a token's logits
-   * depend on its batch's size. Decode tokens and short prompts always run
-   * in small batches, longer prompts always in large ones, so a sequence
-   * gets the same tokens alone or beside others (while fewer than
-   * `BATCH_INVARIANT_TOKENS` sequences generate at once).
+   * `BATCH_INVARIANT_TOKENS` tokens in one order (llama.cpp's vec_dot), a
+   * larger one in tiles of that many tokens (its tiled and repacked GEMM
+   * orders), and the batch's last tokens short of a whole tile in another.
+   * So decode tokens and short prompts always run in small batches; longer
+   * prompts run in chunks that start and end on multiples of
+   * `BATCH_INVARIANT_TOKENS` (absolute positions, so also alone), a
+   * prompt's ragged end last in its batch, and never a tail shorter than
+   * that. A sequence then gets the same tokens alone or beside others, from
+   * any cached prefix (while fewer than `BATCH_INVARIANT_TOKENS` sequences
+   * generate at once: more share a batch of that size).
    */
   step(): boolean {
     const batch = this.#batch, rows = this.#rows, chunks = this.#chunks;
@@ -405,19 +410,23 @@ export class Driver {
         if ((left < min) !== (kind === StepKind.short)) continue;
         const room = batch.capacity - batch.count;
         let take = Math.min(room, left);
-        // Never leave a tail shorter than `min`: it would take the other order.
-        if (left - take > 0 && left - take < min) take = left - min;
-        if (kind === StepKind.long && take < min) {
-          if (batch.count > 0) break;
-          take = Math.min(room, left); // a budget under 2 × min: the tail takes the other order
-        }
-        if (kind === StepKind.short && batch.count > 0 && batch.count + take >= min) break;
+        if (kind === StepKind.long) {
+          // Chunks end on multiples of `min` (they start on one) and never leave a shorter tail.
+          if (take < left) take -= take % min;
+          if (left - take > 0 && left - take < min) take -= min;
+          if (take < min) {
+            if (batch.count > 0) break;
+            take = Math.min(room, left); // a budget under 2 × min: the order cannot be kept
+          }
+        } else if (batch.count > 0 && batch.count + take >= min) break;
         const prompt = job.prompt, last = prompt.length - 1, end = job.next + take;
         for (let i = job.next; i < end; i++) batch.add(prompt[i], i, job.slot, i === last);
         job.timings.prefillTokens += take;
         chunks.push(take);
         job.next = end;
         rows.push(job); // its logits row comes once its last prompt token is in
+        // A prompt's end that is not a whole tile goes last: the tiles before it stay aligned.
+        if (kind === StepKind.long && take % min !== 0) break;
       }
     }
     if (batch.count === 0) return false;

@@ -195,18 +195,19 @@ export class KvCache implements ForwardCache {
    * The one rule for what a new sequence `tokens` reuses of slot `slot`: the
    * longest common prefix with what the slot holds, short of the last
    * `runAtLeast` tokens (at least the last, whose logits start generation),
-   * and only as far back as the slot can actually be truncated (else
-   * nothing: the prompt is run from 0). Does not change the slot;
+   * rounded down to a multiple of `align`, and only as far back as the slot
+   * can actually be truncated (else nothing: the prompt is run from 0). Does not change the slot;
    * {@linkcode reuse} applies it.
    */
-  reusable(slot: number, tokens: ArrayLike<number>, runAtLeast = 1): number {
+  reusable(slot: number, tokens: ArrayLike<number>, runAtLeast = 1, align = 1): number {
     const cap = Math.max(0, tokens.length - Math.max(1, runAtLeast));
-    return this.keepable(slot, Math.min(this.commonPrefix(slot, tokens), cap));
+    const common = Math.min(this.commonPrefix(slot, tokens), cap);
+    return this.keepable(slot, common - common % Math.max(1, align));
   }
 
-  /** Truncates slot `slot` to {@linkcode reusable}`(slot, tokens, runAtLeast)` and returns that length. */
-  reuse(slot: number, tokens: ArrayLike<number>, runAtLeast = 1): number {
-    return this.truncate(slot, this.reusable(slot, tokens, runAtLeast));
+  /** Truncates slot `slot` to {@linkcode reusable}`(slot, tokens, ...)` and returns that length. */
+  reuse(slot: number, tokens: ArrayLike<number>, runAtLeast = 1, align = 1): number {
+    return this.truncate(slot, this.reusable(slot, tokens, runAtLeast, align));
   }
 
   /**
