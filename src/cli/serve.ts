@@ -1,8 +1,8 @@
 /**
  * `dotllm serve MODEL`: an OpenAI-compatible HTTP server (see `src/server/`).
  * Loads the model in a Worker, listens on 127.0.0.1:8080 by default, and on
- * SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded),
- * and exits 0.
+ * SIGINT/SIGTERM answers new generation requests with 503 + Retry-After, lets
+ * in-flight requests finish (bounded), stops listening and exits 0.
  *
  * @module
  */
@@ -172,7 +172,9 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
           r();
         }, shutdownS * 1000)
       );
-      await Promise.race([Promise.all([api.drain(), server.stop()]), timeout]);
+      // The listener stays open while in-flight requests finish, so new ones get
+      // 503 + Retry-After (a balancer retries them elsewhere) rather than a refused connection.
+      await Promise.race([api.drain().then(() => server.stop()), timeout]);
       clearTimeout(timer);
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);
