@@ -462,6 +462,19 @@ export fn dotllm_op_schema(out: [*]u8, capacity: usize) usize {
     return schema_json.len;
 }
 
+/// The library's limits as JSON, the one place TypeScript reads them from (`Native.limits`):
+/// threads of a pool, a head's dimension, tokens of one op, ops of one graph.
+const limits_json = std.fmt.comptimePrint(
+    "{{\"thread_count_max\":{d},\"head_dim_max\":{d},\"tokens_max\":{d},\"op_count_max\":{d}}}",
+    .{ pool_zig.thread_count_max, head_dim_max, tokens_max, op_count_max },
+);
+
+/// Copies the limits (UTF-8 JSON) into `out` if they fit; returns their length.
+export fn dotllm_limits(out: [*]u8, capacity: usize) usize {
+    if (capacity >= limits_json.len) @memcpy(out[0..limits_json.len], limits_json);
+    return limits_json.len;
+}
+
 /// Scratch bytes every matmul of `tokens` rows of `cols` activations needs.
 export fn dotllm_matmul_scratch_bytes(cols: usize, tokens: usize) usize {
     return types.scratchBytes(cols, tokens);

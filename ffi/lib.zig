@@ -24,7 +24,7 @@ pub const panic = std.debug.FullPanic(pool.panicHandler);
 
 /// Bumped whenever an export is added, removed or changes its signature.
 /// `src/native/symbols.ts` holds the same number and refuses any other.
-pub const abi_version: u32 = 9;
+pub const abi_version: u32 = 10;
 
 export fn dotllm_abi_version() u32 {
     return abi_version;

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { Kernels } from "../src/kernels/mod.ts";
+import { Context, Model } from "../src/model/mod.ts";
 import { ABI_VERSION, loadNative } from "../src/native/mod.ts";
 import { VERSION } from "../src/version.ts";
 import { testdata } from "./_testdata.ts";
@@ -40,4 +42,31 @@ Deno.test("mapFile maps a model without copying and names a missing file", () =>
 Deno.test("VERSION equals deno.json's version", () => {
   const config = JSON.parse(readFileSync(new URL("../deno.json", import.meta.url), "utf8"));
   assert.equal(VERSION, config.version);
+});
+
+Deno.test("the library's limits are the ones the TypeScript side enforces", () => {
+  const native = loadNative();
+  const limits = native.limits;
+  assert.equal(native.limits, limits); // read once
+  for (const [name, value] of Object.entries(limits)) {
+    assert.ok(Number.isSafeInteger(value) && value > 0, `${name}: ${value}`);
+  }
+  // The thread ceiling: one past it is refused by the kernels and by a Context,
+  // with the library's number in the message.
+  const over = limits.threadCountMax + 1;
+  assert.throws(
+    () => new Kernels(native, over),
+    new RegExp(`threads must be at most ${limits.threadCountMax}, got ${over}`),
+  );
+  using model = Model.load(testdata("models/stories260K.gguf"));
+  assert.throws(
+    () => new Context(model, { threads: over, contextSize: 16 }),
+    new RegExp(`threads must be an integer in \\[0, ${limits.threadCountMax}\\], got ${over}`),
+  );
+  // A head dimension past the library's is refused before any native call.
+  using kernels = new Kernels(native, 1);
+  assert.throws(
+    () => kernels.rope(64, 1, 1, limits.headDimMax + 2, 2, 64, 10000, 0, false), // never dereferenced
+    new RegExp(`headDim must be at most ${limits.headDimMax}`),
+  );
 });

@@ -97,7 +97,12 @@ function run(model: Model, threads: number): Float32Array[] {
   return out;
 }
 
-/** Files with interleaved layouts (the ladder's, or `file`), and the source types their matmuls take them for. */
+/**
+ * Files with interleaved layouts (the ladder's, or `file`), and the source types
+ * whose matrices may take one; which of them do on this host is what the library
+ * reports (`dotllm_repack_type`), not a guess from CPU features: Q6_K has a
+ * layout on AVX2 builds only, the Q4 types on AVX2 and AVX-512 VNNI builds.
+ */
 const CASES: { type: string; layouts: number[]; file?: string }[] = [
   { type: "Q4_0", layouts: [GgmlType.Q4_0] },
   { type: "IQ4_NL", layouts: [GgmlType.IQ4_NL] },
@@ -113,6 +118,12 @@ const CASES: { type: string; layouts: number[]; file?: string }[] = [
   },
 ];
 
+/** The layout the library gives this matrix on this host, or undefined (it stays as it is). */
+function layoutHere(w: { type: number; rowCount: number; rowLength: number }): number | undefined {
+  const id = native.fn.dotllm_repack_type(w.type, w.rowCount, w.rowLength);
+  return id > 0 ? id : undefined;
+}
+
 for (const c of CASES) {
   Deno.test(`a repacked ${c.type} model gives the file's logits bit for bit at 1 and 2 threads`, async () => {
     const path = c.file ?? await ladderFile(c.type);
@@ -122,26 +133,29 @@ for (const c of CASES) {
     const matmuls = (m: Model) =>
       m.weights.layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown])
         .filter((w) => w !== undefined);
-    // The source types that have a layout on this build.
-    const here = c.layouts.filter(layoutFor);
-    if (here.length > 0) {
-      // Every matmul of SmolLM2 has whole 16-row groups (576, 1536, 192 rows).
-      const sources = matmuls(plain).filter((w) => here.includes(w.type));
-      assert.ok(sources.length > 0);
-      assert.equal(repacked.repackedBytes, sources.reduce((s, w) => s + w.sizeBytes, 0));
-      const after = matmuls(repacked);
-      assert.ok(after.every((w) => !here.includes(w.type)), "every source matrix repacked");
-    } else {
-      assert.equal(repacked.repackedBytes, 0, `no ${c.type} layout on this build`);
+    const before = matmuls(plain);
+    const after = matmuls(repacked);
+    assert.equal(after.length, before.length);
+    // The file has matrices of the case's types, and only those take a layout.
+    assert.ok(before.some((w) => c.layouts.includes(w.type)));
+    const moved = before.filter((w) => layoutHere(w) !== undefined);
+    assert.ok(moved.every((w) => c.layouts.includes(w.type)), "a layout of another type");
+    // Each matrix is in the layout the library reports for it here, or as it was.
+    before.forEach((w, i) => {
+      assert.equal(after[i].type, layoutHere(w) ?? w.type, w.name);
+      assert.equal(after[i].sizeBytes, w.sizeBytes, w.name);
+    });
+    assert.equal(repacked.repackedBytes, moved.reduce((s, w) => s + w.sizeBytes, 0));
+    // The layouts this host is expected to have (see the table test above) are the ones used.
+    for (const type of c.layouts) {
+      const sources = before.filter((w) => w.type === type);
+      if (sources.length > 0 && layoutFor(type)) {
+        assert.ok(sources.every((w) => layoutHere(w) !== undefined), `every ${c.type} matrix`);
+      }
     }
-    // A Q4_K_M file keeps its Q6_K matrices only where Q6_K has no layout.
-    assert.equal(
-      matmuls(repacked).some((w) => w.type === GgmlType.Q6_K),
-      c.type === "Q4_K_M" && !hasQ6Layout,
-    );
     // The other matmuls and the tied embedding are copied as they are (huge-page memory).
     assert.equal(plain.copiedBytes, 0);
-    const copied = matmuls(plain).filter((w) => !here.includes(w.type));
+    const copied = before.filter((w) => layoutHere(w) === undefined);
     assert.equal(
       repacked.copiedBytes,
       copied.reduce((s, w) => s + w.sizeBytes, plain.weights.tokenEmbedding.sizeBytes),

@@ -7,6 +7,7 @@ import { loadNative } from "../src/native/mod.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { patchedStories } from "./_golden.ts";
 import { runCli } from "./_run_cli.ts";
+import { ensureGemma } from "./_gemma.ts";
 import { testdata } from "./_testdata.ts";
 
 const STORIES = testdata("models/stories260K.gguf");
@@ -277,4 +278,45 @@ Deno.test("run: Bun prints what Deno prints", async () => {
   const bad = await runCli(["run", STORIES, "-p", "x", "--temp", "abc"], { runtime: "bun" });
   assert.equal(bad.code, 2);
   assert.equal(bad.stdout, "");
+});
+
+Deno.test("run: the summary names the file type, not the commonest tensor type (Gemma 3 270M Q4_K_M)", async () => {
+  const path = ensureGemma();
+  // What the file says, read with the GGUF reader (header only is enough, but the
+  // reader wants the file's bytes).
+  const gguf = parseGguf(new Uint8Array(readFileSync(path)));
+  assert.equal(gguf.metadata.get("general.file_type"), 15); // llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M
+  const counts = new Map<string, number>();
+  for (const t of gguf.tensors) {
+    if (t.dims.length === 2) counts.set(t.type.name, (counts.get(t.type.name) ?? 0) + 1);
+  }
+  const commonest = [...counts].sort((a, b) => b[1] - a[1])[0][0];
+  assert.notEqual(commonest, "Q4_K"); // why the file type is worth naming
+  const out = await runCli([
+    "run",
+    path,
+    "-p",
+    "Hi",
+    "-n",
+    "1",
+    "--temp",
+    "0",
+    "-t",
+    "2",
+    "-c",
+    "64",
+  ]);
+  assert.equal(out.code, 0, out.stderr);
+  const line = out.stderr.split("\n").find((l) => l.startsWith("model: "));
+  assert.ok(line, out.stderr);
+  assert.match(line, /, MOSTLY_Q4_K_M, /);
+  assert.doesNotMatch(line, new RegExp(`, ${commonest}, `));
+});
+
+Deno.test("run: a file without general.file_type is summarised by its commonest weight type", async () => {
+  const gguf = parseGguf(new Uint8Array(readFileSync(STORIES)));
+  assert.equal(gguf.metadata.get("general.file_type"), undefined);
+  const out = await runCli(["run", STORIES, "-p", "Once", "-n", "1", "--temp", "0", "-t", "1"]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.match(out.stderr, /^model: .*, F32, /m);
 });

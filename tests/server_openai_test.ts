@@ -4,7 +4,7 @@
  * logprobs, stop strings, errors; greedy replies equal `dotllm run` for the
  * same prompt; llama.cpp's /tokenize, /detokenize, /apply-template, /health;
  * /metrics; a burst of bad requests between good ones; SIGTERM lets an
- * in-flight stream finish and exits 0.
+ * in-flight stream finish, answers new requests 503, and exits 0.
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
@@ -391,7 +391,7 @@ Deno.test({
       );
 
       await t.step(
-        "SIGTERM: the in-flight stream finishes, new requests are refused, exit 0",
+        "SIGTERM: the in-flight stream finishes, new requests get 503 + Retry-After, exit 0",
         async () => {
           const stream = await client.completions.create({
             model: "dotllm",
@@ -403,10 +403,13 @@ Deno.test({
           const reader = stream[Symbol.asyncIterator]();
           await reader.next();
           Deno.kill(server.pid, "SIGTERM");
-          await new Promise((r) => setTimeout(r, 200));
-          await assert.rejects(
-            client.completions.create({ model: "dotllm", prompt, max_tokens: 2 }),
-          );
+          while (!/SIGTERM: finishing/.test(server.stderr())) {
+            await new Promise((r) => setTimeout(r, 5));
+          }
+          const refused = await post(server, "/v1/completions", { prompt, max_tokens: 2 });
+          assert.equal(refused.status, 503);
+          assert.equal(refused.json.error.code, "unavailable");
+          assert.ok(Number(refused.headers.get("retry-after")) > 0);
           let finish: string | null = null;
           for (;;) {
             const { done, value } = await reader.next();

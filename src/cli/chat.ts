@@ -16,7 +16,7 @@ import { createInterface, type Interface } from "node:readline";
 import { isatty } from "node:tty";
 import { ChatSession, ChatTemplateError, type ChatTurn } from "../chat/mod.ts";
 import { GgufError } from "../gguf/reader.ts";
-import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
+import { loadNative } from "../native/mod.ts";
 import { type CacheType, ModelError } from "../model/mod.ts";
 import { Llm } from "../llm/mod.ts";
 import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampler/mod.ts";
@@ -95,7 +95,11 @@ function parseChatArgs(values: OptionValues, positionals: string[]): ChatArgs {
     system: str(values, "system"),
     template: str(values, "chat-template"),
     nPredict: number(values, "n-predict", -1, { integer: true, min: -1 }),
-    threads: number(values, "threads", 0, { integer: true, min: 0, max: THREAD_COUNT_MAX }),
+    threads: number(values, "threads", 0, {
+      integer: true,
+      min: 0,
+      max: loadNative().limits.threadCountMax,
+    }),
     sampling,
     seed: seed === -1 ? randomSeed() : seed,
     contextSize: ctx === -1 ? undefined : ctx,

@@ -10,7 +10,7 @@ import { isatty } from "node:tty";
 import { resolveModel } from "../hub/resolve.ts";
 import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
-import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
+import { loadNative } from "../native/mod.ts";
 import type { GenerationResult } from "../generation/mod.ts";
 import { Llm } from "../llm/mod.ts";
 import { type CacheType, describeArchitecture, ModelError } from "../model/mod.ts";
@@ -148,7 +148,11 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
     model: positionals[0],
     prompt: "",
     nPredict: number(values, "n-predict", -1, { integer: true, min: -1 }),
-    threads: number(values, "threads", 0, { integer: true, min: 0, max: THREAD_COUNT_MAX }),
+    threads: number(values, "threads", 0, {
+      integer: true,
+      min: 0,
+      max: loadNative().limits.threadCountMax,
+    }),
     sampling: {
       temperature: number(values, "temp", d.temperature),
       topK: number(values, "top-k", d.topK, { integer: true, min: 0 }),

@@ -1,13 +1,13 @@
 /**
  * `dotllm serve MODEL`: an OpenAI-compatible HTTP server (see `src/server/`).
  * Loads the model in a Worker, listens on 127.0.0.1:8080 by default, and on
- * SIGINT/SIGTERM stops accepting, lets in-flight requests finish (bounded),
- * and exits 0.
+ * SIGINT/SIGTERM answers new generation requests with 503 + Retry-After, lets
+ * in-flight requests finish (bounded), stops listening and exits 0.
  *
  * @module
  */
 import process from "node:process";
-import { THREAD_COUNT_MAX } from "../kernels/mod.ts";
+import { loadNative } from "../native/mod.ts";
 import type { Backend } from "../server/backend.ts";
 import { SLOT_COUNT_MAX } from "../model/mod.ts";
 import { ApiHandler, DEFAULT_BODY_LIMIT_BYTES, DEFAULT_QUEUE_LIMIT } from "../server/handler.ts";
@@ -108,7 +108,9 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   if (ctx !== 0 && perSlot < 16) {
     throw new UsageError(`--ctx-size ${ctx} leaves ${perSlot} positions per slot (need >= 16)`);
   }
-  const threads = number(values, "threads", { integer: true, min: 0, max: THREAD_COUNT_MAX }) ?? 0;
+  const threads =
+    number(values, "threads", { integer: true, min: 0, max: loadNative().limits.threadCountMax }) ??
+      0;
   const stepTokens = number(values, "batch-size", { integer: true, min: slots, max: 1 << 16 });
   const queueLimit = number(values, "queue", { integer: true, min: 0, max: 1 << 20 });
   const bodyLimitBytes = number(values, "body-limit", { integer: true, min: 1024, max: 1 << 30 });
@@ -172,7 +174,9 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
           r();
         }, shutdownS * 1000)
       );
-      await Promise.race([Promise.all([api.drain(), server.stop()]), timeout]);
+      // The listener stays open while in-flight requests finish, so new ones get
+      // 503 + Retry-After (a balancer retries them elsewhere) rather than a refused connection.
+      await Promise.race([api.drain().then(() => server.stop()), timeout]);
       clearTimeout(timer);
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);

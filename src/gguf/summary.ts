@@ -142,6 +142,16 @@ const FILE_TYPE_NAMES: Record<number, string> = {
   38: "MOSTLY_MXFP4_MOE",
 };
 
+/**
+ * The llama.cpp name of a file's `general.file_type` (e.g. `MOSTLY_Q4_K_M`),
+ * or null when the key is missing, not an integer, or a number llama.cpp does
+ * not name.
+ */
+export function fileTypeName(gguf: Gguf): string | null {
+  const value = gguf.metadata.get("general.file_type");
+  return typeof value === "number" ? FILE_TYPE_NAMES[value] ?? null : null;
+}
+
 /** The shortest decimal that reads back as the same f32 (as a number). */
 export function shortestF32(x: number): number {
   if (!Number.isFinite(x) || x === 0) return x;

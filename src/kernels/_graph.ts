@@ -13,8 +13,6 @@ import type { Native, NativeBuffer } from "../native/mod.ts";
 /** Bytes of one op: code and type (u32 each), then 15 eight-byte fields. */
 const OP_BYTES = 128;
 const OP_WORDS = OP_BYTES / 4;
-/** Most ops one graph may hold (as `op_count_max` in `ffi/graph.zig`). */
-export const GRAPH_OPS_MAX = 1 << 16;
 
 /** Every op's fields, in struct order; `:f64` marks a real, anything else is a u64. */
 const OPS = {
@@ -327,8 +325,9 @@ export class GraphRecorder {
 
   #grow(): void {
     const capacity = (this.#words.length / OP_WORDS) * 2;
-    if (capacity > GRAPH_OPS_MAX) {
-      throw new RangeError(`a graph holds at most ${GRAPH_OPS_MAX} ops`);
+    const opCountMax = this.#native.limits.opCountMax;
+    if (capacity > opCountMax) {
+      throw new RangeError(`a graph holds at most ${opCountMax} ops`);
     }
     const grown = this.#native.alloc(capacity * OP_BYTES);
     grown.bytes().set(new Uint8Array(this.#buffer.buffer));

@@ -28,11 +28,6 @@ import type { Native } from "../native/mod.ts";
 import { GRAPH_ERRORS, GraphRecorder } from "./_graph.ts";
 import { computableType } from "./types.ts";
 
-/** Most threads a pool may have (as `thread_count_max` in `ffi/pool.zig`). */
-export const THREAD_COUNT_MAX = 256;
-/** Largest head dimension RoPE and attention accept (as `head_dim_max` in `ffi/ops.zig`). */
-export const HEAD_DIM_MAX = 512;
-
 function checkCount(name: string, value: number, min = 1): void {
   if (!Number.isSafeInteger(value) || value < min) {
     throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
@@ -80,8 +75,9 @@ export class Kernels {
    */
   constructor(native: Native, threads = 0) {
     checkCount("threads", threads, 0);
-    if (threads > THREAD_COUNT_MAX) {
-      throw new RangeError(`threads must be at most ${THREAD_COUNT_MAX}, got ${threads}`);
+    const threadCountMax = native.limits.threadCountMax;
+    if (threads > threadCountMax) {
+      throw new RangeError(`threads must be at most ${threadCountMax}, got ${threads}`);
     }
     this.#native = native;
     this.#graph = new GraphRecorder(native);
@@ -236,8 +232,9 @@ export class Kernels {
     checkCount("headDim", headDim);
     checkCount("ropeDims", ropeDims, 2);
     checkAddress("positions", positions);
-    if (headDim > HEAD_DIM_MAX) {
-      throw new RangeError(`headDim must be at most ${HEAD_DIM_MAX}, got ${headDim}`);
+    const headDimMax = this.#native.limits.headDimMax;
+    if (headDim > headDimMax) {
+      throw new RangeError(`headDim must be at most ${headDimMax}, got ${headDim}`);
     }
     if (ropeDims % 2 !== 0 || ropeDims > headDim) {
       throw new RangeError(`ropeDims must be even and <= headDim ${headDim}, got ${ropeDims}`);
@@ -319,8 +316,9 @@ export class Kernels {
     if (heads % kvHeads !== 0) {
       throw new RangeError(`heads ${heads} must be a multiple of kvHeads ${kvHeads}`);
     }
-    if (headDim > HEAD_DIM_MAX) {
-      throw new RangeError(`headDim must be at most ${HEAD_DIM_MAX}, got ${headDim}`);
+    const headDimMax = this.#native.limits.headDimMax;
+    if (headDim > headDimMax) {
+      throw new RangeError(`headDim must be at most ${headDimMax}, got ${headDim}`);
     }
     checkCacheType(cacheType);
     this.#to.attention(

@@ -1,5 +1,5 @@
 /** Compute kernels (matmul, attention, norms, RoPE...) on a thread pool, the type table, and row conversions. @module */
-export { HEAD_DIM_MAX, Kernels, THREAD_COUNT_MAX } from "./kernels.ts";
+export { Kernels } from "./kernels.ts";
 export { type ComputableType, computableType, computableTypes, rowBytes } from "./types.ts";
 export {
   bf16ToF32,

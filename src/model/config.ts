@@ -66,7 +66,7 @@ export const CONFIG_LIMITS = {
   blockCountMax: 1024,
   feedForwardLengthMax: 1 << 18,
   headCountMax: 1024,
-  headDimMax: 512, // as the kernels (HEAD_DIM_MAX)
+  headDimMax: 512, // a sanity bound on the file; the kernels refuse past `Native.limits.headDimMax`
   vocabSizeMax: 1 << 22,
 } as const;
 

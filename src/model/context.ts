@@ -137,8 +137,9 @@ export class Context {
       this.batchSize,
     );
     const threads = options.threads ?? 0;
-    if (!Number.isInteger(threads) || threads < 0 || threads > 1024) {
-      throw new RangeError(`threads must be an integer in [0, 1024], got ${threads}`);
+    const threadCountMax = native.limits.threadCountMax;
+    if (!Number.isInteger(threads) || threads < 0 || threads > threadCountMax) {
+      throw new RangeError(`threads must be an integer in [0, ${threadCountMax}], got ${threads}`);
     }
     const cacheType = options.cacheType ?? "f16";
 

@@ -6,6 +6,7 @@
  * @module
  */
 import type { Gguf, GgufTensorInfo } from "../gguf/reader.ts";
+import { fileTypeName } from "../gguf/summary.ts";
 import { GgmlType } from "../gguf/types.ts";
 import type { ComputableType } from "../kernels/types.ts";
 import {
@@ -75,7 +76,11 @@ export interface ModelWeights {
   readonly ropeFactorsLong?: Weight; // [ropeDims / 2]
   /** LongRoPE (Phi-3) factors within the original context, or undefined. */
   readonly ropeFactorsShort?: Weight; // [ropeDims / 2]
-  /** The most common matmul weight type's name (for the summary line). */
+  /**
+   * For the summary line: the file type, `general.file_type`'s llama.cpp name
+   * (`MOSTLY_Q4_K_M`: a mix names no single tensor type), or when the file has
+   * none, the most common matmul weight type's name (`Q8_0`).
+   */
   readonly typeName: string;
   /** Bytes of all tensors bound. */
   readonly sizeBytes: number;
@@ -243,7 +248,7 @@ export function bindWeights(
     ropeFreqs,
     ropeFactorsLong,
     ropeFactorsShort,
-    typeName: computable.get(common)?.name ?? String(common),
+    typeName: fileTypeName(gguf) ?? computable.get(common)?.name ?? String(common),
     sizeBytes: all.reduce((sum, w) => sum + w.sizeBytes, 0),
   };
 }

@@ -111,6 +111,25 @@ export class MappedFile {
   }
 }
 
+/** The native library's limits (`dotllm_limits`): what it refuses past. */
+export interface NativeLimits {
+  /** Most threads a pool may have. */
+  readonly threadCountMax: number;
+  /** Largest head dimension RoPE and attention accept. */
+  readonly headDimMax: number;
+  /** Most tokens (activation rows) one op takes: a batch's ceiling. */
+  readonly tokensMax: number;
+  /** Most ops one graph holds. */
+  readonly opCountMax: number;
+}
+
+const LIMIT_KEYS: Record<string, keyof NativeLimits> = {
+  thread_count_max: "threadCountMax",
+  head_dim_max: "headDimMax",
+  tokens_max: "tokensMax",
+  op_count_max: "opCountMax",
+};
+
 /** The loaded native library. */
 export class Native {
   /** The raw exported functions. */
@@ -135,6 +154,27 @@ export class Native {
           "rebuild it with `zig build` (./dotllm rebuilds it when a Zig source changes)",
       );
     }
+  }
+
+  #limits?: NativeLimits;
+
+  /** The library's limits, read once from `dotllm_limits`. */
+  get limits(): NativeLimits {
+    if (this.#limits !== undefined) return this.#limits;
+    const capacity = 1024;
+    using buffer = this.alloc(capacity);
+    const length = this.fn.dotllm_limits(buffer.address, capacity);
+    if (length > capacity) throw new Error("dotllm_limits: larger than expected");
+    const json = JSON.parse(new TextDecoder().decode(buffer.bytes().subarray(0, length)));
+    const limits: Record<string, number> = {};
+    for (const [key, name] of Object.entries(LIMIT_KEYS)) {
+      const value = json[key];
+      if (!Number.isSafeInteger(value) || value <= 0) {
+        throw new Error(`dotllm_limits: "${key}" is ${JSON.stringify(value)}`);
+      }
+      limits[name] = value;
+    }
+    return this.#limits = Object.freeze(limits) as unknown as NativeLimits;
   }
 
   /** An ArrayBuffer over native memory, without copying. */

@@ -29,7 +29,7 @@ export interface SymbolSpec {
 }
 
 /** The ABI version this TypeScript code was written for (see `ffi/lib.zig`). */
-export const ABI_VERSION = 9;
+export const ABI_VERSION = 10;
 
 /** Every symbol of `ffi/`, by name. Keep in the order of the Zig files. */
 export const symbols = {
@@ -62,6 +62,7 @@ export const symbols = {
   // ffi/graph.zig
   dotllm_graph_run: { args: ["ptr", "ptr", "usize"], result: "i32" },
   dotllm_op_schema: { args: ["ptr", "usize"], result: "usize" },
+  dotllm_limits: { args: ["ptr", "usize"], result: "usize" },
   dotllm_matmul_scratch_bytes: { args: ["usize", "usize"], result: "usize" },
 } as const satisfies Record<string, SymbolSpec>;
 
