@@ -59,7 +59,13 @@ Deno.test({
   sanitizeOps: false,
   fn: async () => {
     const model = ensureGemma();
-    const prompts = [base.join(" "), variant(0, 2), variant(250, 3), variant(450, 4), variant(800, 5)];
+    const prompts = [
+      base.join(" "),
+      variant(0, 2),
+      variant(250, 3),
+      variant(450, 4),
+      variant(800, 5),
+    ];
     const dir = mkdtempSync(join(tmpdir(), "dotllm-reuse-"));
     const alone: string[] = [];
     try {
@@ -128,9 +134,17 @@ async function editedTurns(
   }
   const history = session.messages.slice() as ChatMessage[];
   const edits: Array<[string, ChatMessage[]]> = [
-    ["the first turn", [{ role: "user", content: history[0].content + " edited" }, ...history.slice(1)]],
-    ["the last turn", [...history.slice(0, -2), { role: "user", content: "edited" }, history.at(-1)!]],
+    ["the last turn", [
+      ...history.slice(0, -2),
+      { role: "user", content: "edited" },
+      history.at(-1)!,
+    ]],
+    ["the first turn", [
+      { role: "user", content: history[0].content + " edited" },
+      ...history.slice(1),
+    ]],
   ];
+  const reused: number[] = [];
   for (const [what, messages] of edits) {
     session.setMessages(messages);
     const turn = await session.send("And then?", { maxTokens: 8 });
@@ -148,17 +162,26 @@ async function editedTurns(
       `${what} edited: ${turn.promptTokens} prompt tokens, ${turn.reusedTokens} reused, ` +
         `${turn.prefilledTokens} run again`,
     );
+    reused.push(turn.reusedTokens);
   }
+  return reused;
 }
 
 Deno.test("ChatSession on Gemma 3: an edited earlier turn replies as a fresh session", async () => {
   using llm = await Llm.load(ensureGemma(), { threads: 2, contextSize: 2048 });
   // This file has no template of its own: the built-in Gemma one.
   const template = ChatTemplate.builtin("gemma", templateTokens(llm.tokenizer));
-  await editedTurns(llm, () => {
-    const context = new Context(llm.model, { threads: 2, contextSize: 2048 });
-    return { context, tokenizer: llm.tokenizer, [Symbol.dispose]: () => context.close() };
-  }, template, 260);
+  const [lastTurn] = await editedTurns(
+    llm,
+    () => {
+      const context = new Context(llm.model, { threads: 2, contextSize: 2048 });
+      return { context, tokenizer: llm.tokenizer, [Symbol.dispose]: () => context.close() };
+    },
+    template,
+    260,
+  );
+  // Within the rings' reach (512 positions back, with batches of 512), the prefix was kept.
+  assert.ok(lastTurn > 500, `the last turn's edit reused ${lastTurn} tokens`);
 });
 
 Deno.test("ChatSession on a Mistral-shaped model with a 64-token window: edited turns never fail", async () => {
@@ -167,8 +190,13 @@ Deno.test("ChatSession on a Mistral-shaped model with a 64-token window: edited 
   const template = ChatTemplate.builtin("chatml", templateTokens(tokenizer));
   using context = new Context(model, { threads: 2, contextSize: 1024, batchSize: 32 });
   assert.deepEqual(Array.from(context.cache.layerRows), [95, 95]);
-  await editedTurns({ context, tokenizer }, () => {
-    const c = new Context(model, { threads: 2, contextSize: 1024, batchSize: 32 });
-    return { context: c, tokenizer, [Symbol.dispose]: () => c.close() };
-  }, template, 60);
+  await editedTurns(
+    { context, tokenizer },
+    () => {
+      const c = new Context(model, { threads: 2, contextSize: 1024, batchSize: 32 });
+      return { context: c, tokenizer, [Symbol.dispose]: () => c.close() };
+    },
+    template,
+    60,
+  );
 });
