@@ -9,7 +9,11 @@
  * shared machine wall time mostly measures the neighbours, CPU time the
  * server (a thread spinning while it waits counts as CPU, for both).
  *
- *   deno task bench:server [--model FILE] [--llama-server PATH] [-t 2] [-n 64] [-r 3]
+ *   deno task bench:server [--model FILE] [--llama-server PATH] [--old DIR] [-t 2] [-n 64] [-r 3]
+ *
+ * `--old DIR` adds the `dotllm` of another checkout (e.g. `git worktree add
+ * --detach ../old COMMIT`) to the rounds, for an old-against-new run; the
+ * table then also gives new / old per column.
  *
  * The default model is SmolLM2-135M-Instruct Q4_1 from the test data when
  * dotllm loads it, else the synthetic SmolLM-shaped Q8_0 model.
@@ -30,6 +34,7 @@ const { values } = parseArgs({
     threads: { type: "string", short: "t" },
     tokens: { type: "string", short: "n" },
     rounds: { type: "string", short: "r" },
+    old: { type: "string" },
   },
 });
 const root = new URL("../", import.meta.url).pathname;
@@ -92,8 +97,8 @@ async function start(command: string, args: string[], port: number): Promise<Ser
   };
 }
 
-function dotllm(model: string, port: number): Promise<Server> {
-  return start(join(root, "dotllm"), [
+function dotllm(model: string, port: number, dir = root): Promise<Server> {
+  return start(join(dir, "dotllm"), [
     "serve",
     model,
     "--port",
@@ -180,8 +185,12 @@ function pickModel(): string {
 
 const model = pickModel();
 const servers: Array<[string, (m: string, p: number) => Promise<Server>]> = [["dotllm", dotllm]];
-if (existsSync(llamaServer)) servers.push(["llama-server", llama]);
-else console.error(`bench: no llama-server at ${llamaServer}; dotllm alone`);
+const oldDir = values.old;
+if (oldDir !== undefined) servers.push(["dotllm (old)", (m, p) => dotllm(m, p, oldDir)]);
+// With --old, llama-server joins only when asked for by path.
+const withLlama = oldDir === undefined || values["llama-server"] !== undefined;
+if (withLlama && existsSync(llamaServer)) servers.push(["llama-server", llama]);
+else if (withLlama) console.error(`bench: no llama-server at ${llamaServer}; dotllm alone`);
 
 const results = new Map<string, { one: Throughput[]; four: Throughput[] }>();
 for (const [name] of servers) results.set(name, { one: [], four: [] });
@@ -226,6 +235,13 @@ for (const [name, r] of results) {
   console.log(
     `| ${name} | ${one.toFixed(1)} | ${four.toFixed(1)} | ${(four / one).toFixed(2)} | ` +
       `${c1.toFixed(1)} | ${c4.toFixed(1)} | ${(c1 / c4).toFixed(2)} |`,
+  );
+}
+if (results.has("dotllm (old)")) {
+  const n = results.get("dotllm")!, o = results.get("dotllm (old)")!;
+  console.log(
+    `\nnew / old: 1 stream ${(tok(n.one) / tok(o.one)).toFixed(3)}, ` +
+      `${PARALLEL} streams ${(tok(n.four) / tok(o.four)).toFixed(3)}`,
   );
 }
 if (results.has("llama-server")) {
