@@ -75,14 +75,17 @@ export type SequenceEvent =
   | { type: "start"; promptTokens: number }
   | {
     type: "token";
+    /** The choice (0..n-1) this event belongs to; `text` and `done` carry it too. */
+    index: number;
     token: number;
     text: string;
     logprob: number;
     top?: TokenLogprob[];
   }
-  | { type: "text"; text: string }
+  | { type: "text"; index: number; text: string }
   | {
     type: "done";
+    index: number;
     finishReason: SequenceFinish;
     promptTokens: number;
     cachedTokens: number;
@@ -437,7 +440,7 @@ export class Scheduler {
     const stopped = seq.stops!.push(seq.decoder!.push(id));
     const text = seq.text;
     seq.text = "";
-    seq.emit({ type: "token", token: id, text, logprob, top });
+    seq.emit({ type: "token", index: 0, token: id, text, logprob, top });
     if (stopped) return this.#finish(seq, "stop");
     const max = seq.params.maxTokens;
     if (max >= 0 && seq.generated >= max) return this.#finish(seq, "length");
@@ -449,7 +452,7 @@ export class Scheduler {
     if (!seq.stops!.stopped) {
       seq.stops!.push(seq.decoder!.flush());
       seq.stops!.flush();
-      if (seq.text.length > 0) seq.emit({ type: "text", text: seq.text });
+      if (seq.text.length > 0) seq.emit({ type: "text", index: 0, text: seq.text });
       seq.text = "";
     }
     this.#byId.delete(seq.id);
@@ -457,6 +460,7 @@ export class Scheduler {
     const end = performance.now();
     seq.emit({
       type: "done",
+      index: 0,
       finishReason,
       promptTokens: seq.params.prompt.length,
       cachedTokens: seq.cached,
