@@ -50,7 +50,7 @@ ${helpLines(SAMPLING_GROUP.help)}${helpLines(MODEL_GROUP.help)}${helpLines(CONTE
       --chat               the prompt is one user turn through the model's chat template
 ${
   helpLines(CHAT_TEMPLATE_GROUP.help, {
-    "system-prompt": ["with --chat: a system message before it (--system also works)"],
+    "system-prompt": ["with --chat: a system message before it"],
   })
 }      --echo               print the prompt before the generated text
       --json               print one JSON object instead of streamed text
