@@ -180,6 +180,8 @@ console.log(
             stop: [],
             topLogprobs: -1,
             ignoreEos: true,
+            n: 1,
+            logitBias: [],
           }, (e) => {
             if (e.type === "done") resolve();
             if (e.type === "error") reject(new Error(e.message));

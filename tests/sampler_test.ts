@@ -44,6 +44,10 @@ Deno.test("defaults are llama.cpp's", () => {
   assert.throws(() => resolveSamplerParams({ topP: 2 }), /topP must be in \[0, 1\], got 2/);
   assert.throws(() => resolveSamplerParams({ temperature: NaN }), /temperature must be a number/);
   assert.throws(() => resolveSamplerParams({ repeatLastN: -1 }), /repeatLastN/);
+  // A negative temperature or top-k is an error, not a silent greedy / keep-all.
+  assert.throws(() => resolveSamplerParams({ temperature: -1 }), /temperature must be >= 0/);
+  assert.throws(() => resolveSamplerParams({ topK: -1 }), /topK must be an integer >= 0/);
+  assert.equal(resolveSamplerParams({ temperature: 0, topK: 0 }).temperature, 0);
 });
 
 Deno.test("penalties: divide positive, multiply negative, subtract count×freq + presence", () => {
@@ -172,7 +176,7 @@ Deno.test("seeded sampling is reproducible and seeds differ", () => {
   assert.deepEqual(run(42), run(42));
   assert.notDeepEqual(run(42), run(43));
   assert.equal(new Rng(5).nextU32(), new Rng(5).nextU32());
-  assert.throws(() => new Rng(-1), /Seed must be an integer/);
+  assert.throws(() => new Rng(-1), /seed must be an integer/);
 });
 
 Deno.test("the chain: top-p and min-p each cut inside top-k, on renormalized probabilities", () => {

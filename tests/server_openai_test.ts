@@ -313,8 +313,8 @@ Deno.test({
               /max_tokens/,
             ],
             [
-              "n = 2",
-              () => raw("/v1/completions", JSON.stringify({ prompt: "a", n: 2 }), KEY),
+              "n beyond the server's 2 slots",
+              () => raw("/v1/completions", JSON.stringify({ prompt: "a", n: 3 }), KEY),
               400,
               /\bn\b/,
             ],

@@ -9,7 +9,7 @@ import {
   benchTable,
 } from "./_bench.ts";
 import { Context, Model } from "../model/mod.ts";
-import { resolveModel } from "../hub/resolve.ts";
+import { modelPath } from "./options.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
 
@@ -55,7 +55,7 @@ function integerList(name: string, value: unknown, min: number): number[] {
 
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
   if (positionals.length !== 1) throw new UsageError("bench takes one MODEL argument");
-  const path = await resolveModel(positionals[0]);
+  const path = await modelPath(positionals[0]);
   const prompts = integerList("-p", values["n-prompt"] ?? "512", 0).filter((n) => n > 0);
   const gens = integerList("-n", values["n-gen"] ?? "128", 0).filter((n) => n > 0);
   const depths = integerList("-d", values["n-depth"] ?? "0", 0);

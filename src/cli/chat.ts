@@ -16,15 +16,29 @@ import { createInterface, type Interface } from "node:readline";
 import { isatty } from "node:tty";
 import { ChatSession, ChatTemplateError, type ChatTurn } from "../chat/mod.ts";
 import { GgufError } from "../gguf/reader.ts";
-import { loadNative } from "../native/mod.ts";
 import { type CacheType, ModelError } from "../model/mod.ts";
 import { Llm } from "../llm/mod.ts";
-import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampler/mod.ts";
+import { randomSeed, type SamplerParams } from "../sampler/mod.ts";
 import { TokenizerError } from "../tokenizer/mod.ts";
-import { CHAT_TEMPLATE_HELP, cliChatTemplate, oneLine } from "./_chat_template.ts";
+import { cliChatTemplate, oneLine } from "./_chat_template.ts";
+import {
+  aliasesOf,
+  CHAT_TEMPLATE_GROUP,
+  CONTEXT_GROUP,
+  helpLines,
+  MODEL_ARG_HELP,
+  MODEL_GROUP,
+  modelPath,
+  optionsOf,
+  parseChatTemplateOptions,
+  parseContextOptions,
+  parseModelOptions,
+  parseSamplingOptions,
+  SAMPLING_GROUP,
+  withFlagNamesAsync,
+} from "./options.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
-import { number, str } from "./run.ts";
 import { warmUp } from "./terminal.ts";
 
 const usage = `Usage: dotllm chat MODEL [options]
@@ -35,22 +49,14 @@ type a message and press Enter (end a line with \\ to continue it on the next);
 or Ctrl-D quits, Ctrl-C interrupts a reply. Without a terminal on stdin, each
 line is one message and each reply is printed followed by a blank line.
 
+${MODEL_ARG_HELP}
+
 Options:
-  -sys, --system TEXT      the system message (default: the template's own, if any)
-${CHAT_TEMPLATE_HELP}  -n, --n-predict N        most tokens per reply; -1 = until end of turn (default -1)
-  -t, --threads N          threads; 0 = every CPU (default 0)
-      --temp T             temperature; 0 = greedy (default 0.8)
-      --top-k K            keep the K most likely tokens; 0 = all (default 40)
-      --top-p P            nucleus sampling; 1 = off (default 0.95)
-      --min-p P            drop tokens below P × the best one's probability (default 0.05)
-      --repeat-penalty R   penalise recent tokens; 1 = off (default 1.0)
-      --repeat-last-n N    tokens the penalties look back over; -1 = the context (default 64)
-      --presence-penalty P subtract P from recent tokens' logits (default 0)
-      --frequency-penalty P subtract count × P (default 0)
-  -s, --seed S             random seed, 0 to 4294967295; -1 = random (default)
-  -c, --ctx-size N         context length; 0 = the model's (default min(model's, 4096))
-  -b, --batch-size N       prompt tokens per batch (default 512)
-      --cache-type T       KV cache type, f16 or f32 (default f16)
+${helpLines(CHAT_TEMPLATE_GROUP.help)}${
+  helpLines(SAMPLING_GROUP.help, {
+    "n-predict": ["most tokens per reply; -1 = until end of turn (default -1)"],
+  })
+}${helpLines(MODEL_GROUP.help)}${helpLines(CONTEXT_GROUP.help)}\
   -q, --quiet              no per-turn speed note on stderr
   -h, --help               this help
 `;
@@ -66,57 +72,44 @@ interface ChatArgs {
   contextSize?: number;
   batchSize: number;
   cacheType: CacheType;
+  repack: boolean;
   quiet: boolean;
 }
 
 function parseChatArgs(values: OptionValues, positionals: string[]): ChatArgs {
   if (positionals.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
-  const d = DEFAULT_SAMPLER_PARAMS;
-  const cacheType = str(values, "cache-type") ?? "f16";
-  if (cacheType !== "f16" && cacheType !== "f32") {
-    throw new UsageError(`--cache-type must be f16 or f32, got "${cacheType}"`);
-  }
-  const ctx = number(values, "ctx-size", -1, { integer: true, min: 0, max: 1 << 24 });
-  const seed = number(values, "seed", -1, { integer: true, min: -1, max: 0xffffffff });
-  const sampling: SamplerParams = {
-    temperature: number(values, "temp", d.temperature),
-    topK: number(values, "top-k", d.topK, { integer: true, min: 0 }),
-    topP: number(values, "top-p", d.topP, { min: 0, max: 1 }),
-    minP: number(values, "min-p", d.minP, { min: 0, max: 1 }),
-    repeatPenalty: number(values, "repeat-penalty", d.repeatPenalty, { min: 0 }),
-    repeatLastN: number(values, "repeat-last-n", d.repeatLastN, { integer: true, min: -1 }),
-    presencePenalty: number(values, "presence-penalty", d.presencePenalty),
-    frequencyPenalty: number(values, "frequency-penalty", d.frequencyPenalty),
-  };
-  if (sampling.repeatPenalty === 0) throw new UsageError("--repeat-penalty must be > 0, got 0");
+  const model = parseModelOptions(values);
+  const context = parseContextOptions(values);
+  const sampling = parseSamplingOptions(values);
+  const template = parseChatTemplateOptions(values);
   return {
     model: positionals[0],
-    system: str(values, "system"),
-    template: str(values, "chat-template"),
-    nPredict: number(values, "n-predict", -1, { integer: true, min: -1 }),
-    threads: number(values, "threads", 0, {
-      integer: true,
-      min: 0,
-      max: loadNative().limits.threadCountMax,
-    }),
-    sampling,
-    seed: seed === -1 ? randomSeed() : seed,
-    contextSize: ctx === -1 ? undefined : ctx,
-    batchSize: number(values, "batch-size", 512, { integer: true, min: 1, max: 1 << 16 }),
-    cacheType,
+    system: template.system,
+    template: template.template,
+    nPredict: sampling.nPredict ?? -1,
+    threads: model.threads,
+    repack: model.repack,
+    sampling: sampling.sampling,
+    seed: sampling.seed ?? randomSeed(),
+    contextSize: context.contextSize,
+    batchSize: context.batchSize ?? 512,
+    cacheType: context.cacheType,
     quiet: values.quiet === true,
   };
 }
 
 async function loadModel(args: ChatArgs): Promise<Llm> {
   try {
-    return await Llm.load(args.model, {
-      contextSize: args.contextSize,
-      batchSize: args.batchSize,
-      cacheType: args.cacheType,
-      threads: args.threads,
-    });
+    return await withFlagNamesAsync(() =>
+      Llm.load(args.model, {
+        contextSize: args.contextSize,
+        batchSize: args.batchSize,
+        cacheType: args.cacheType,
+        threads: args.threads,
+        repack: args.repack,
+      })
+    );
   } catch (error) {
     if (
       error instanceof GgufError || error instanceof ModelError || error instanceof TokenizerError
@@ -350,6 +343,7 @@ async function runLines(loop: ChatLoop): Promise<number> {
 
 async function chat(values: OptionValues, positionals: string[]): Promise<number> {
   const args = parseChatArgs(values, positionals);
+  args.model = await modelPath(args.model);
   const llm = await loadModel(args);
   try {
     const model = llm.model;
@@ -394,25 +388,9 @@ export const chatCommand: Command = {
   name: "chat",
   summary: "chat with an instruct GGUF model through its chat template",
   usage,
-  aliases: { "-sys": "--system" },
-  options: {
-    system: { type: "string" },
-    "chat-template": { type: "string" },
-    "n-predict": { type: "string", short: "n" },
-    threads: { type: "string", short: "t" },
-    temp: { type: "string" },
-    "top-k": { type: "string" },
-    "top-p": { type: "string" },
-    "min-p": { type: "string" },
-    "repeat-penalty": { type: "string" },
-    "repeat-last-n": { type: "string" },
-    "presence-penalty": { type: "string" },
-    "frequency-penalty": { type: "string" },
-    seed: { type: "string", short: "s" },
-    "ctx-size": { type: "string", short: "c" },
-    "batch-size": { type: "string", short: "b" },
-    "cache-type": { type: "string" },
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  options: optionsOf([CHAT_TEMPLATE_GROUP, SAMPLING_GROUP, MODEL_GROUP, CONTEXT_GROUP], {
     quiet: { type: "boolean", short: "q" },
-  },
+  }),
   run: chat,
 };

@@ -8,7 +8,7 @@ import { type Command, UsageError } from "./command.ts";
 import { writeStdout } from "./io.ts";
 import { readInput } from "./tokenize.ts";
 import { openTokenizer } from "./_tokenizer.ts";
-import { resolveModel } from "../hub/resolve.ts";
+import { modelPath } from "./options.ts";
 
 const USAGE = `Usage: dotllm detokenize MODEL [-p IDS | -f FILE] [options]
 
@@ -51,7 +51,7 @@ export const detokenizeCommand: Command = {
   async run(values, positionals) {
     if (positionals.length !== 1) throw new UsageError("expected one MODEL argument");
     const ids = parseIds(new TextDecoder().decode(readInput(values, "ids")));
-    const tokenizer = openTokenizer(await resolveModel(positionals[0]));
+    const tokenizer = openTokenizer(await modelPath(positionals[0]));
     const bytes = tokenizer.decodeBytes(ids, { special: values["no-special"] !== true });
     writeStdout(bytes);
     if (values["no-newline"] !== true) writeStdout("\n");

@@ -7,7 +7,7 @@ import type { Command } from "./command.ts";
 import { UsageError } from "./command.ts";
 import { writeStdout } from "./io.ts";
 import { openGguf } from "../gguf/file.ts";
-import { resolveModel } from "../hub/resolve.ts";
+import { modelPath } from "./options.ts";
 import { formatGgufSummary, summarizeGguf } from "../gguf/summary.ts";
 import type { Gguf } from "../gguf/reader.ts";
 import { architectureOf, describeArchitecture, ModelError, readModelConfig } from "../model/mod.ts";
@@ -44,7 +44,7 @@ export const inspectCommand: Command = {
     if (positionals.length !== 1) {
       throw new UsageError(positionals.length === 0 ? "missing MODEL" : "expected one MODEL");
     }
-    const path = await resolveModel(positionals[0]);
+    const path = await modelPath(positionals[0]);
     using file = openGguf(path);
     const summary = summarizeGguf(file.gguf);
     if (values.json) {

@@ -10,6 +10,9 @@ import type { Command } from "./command.ts";
 import { UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
 import { stderrIsTerminal } from "./terminal.ts";
+import { modelPath } from "./options.ts";
+import { existsSync } from "node:fs";
+import { parseHubRef } from "../hub/ref.ts";
 import { parseGgmlTypeName, parseQuantType, QUANT_TYPES } from "../quantize/ftype.ts";
 import { QuantizeError, type QuantizeOptions } from "../quantize/plan.ts";
 import { planFile, quantizeFile, type QuantizeProgress } from "../quantize/quantize.ts";
@@ -58,7 +61,8 @@ export const quantizeCommand: Command = {
     "Writes IN.gguf with its tensors converted to TYPE, exactly as llama-quantize (of the",
     "llama.cpp this dotllm follows) writes it without an importance matrix: same per-tensor",
     "types, metadata, layout and bytes. Without OUT.gguf the output is",
-    "<dir of IN>/ggml-model-TYPE.gguf. OUT is written to a temporary file beside it and",
+    "<dir of IN>/ggml-model-TYPE.gguf (./ggml-model-TYPE.gguf when IN is a Hugging Face Hub",
+    "reference: owner/repo[:QUANT], pulled first). OUT is written to a temporary file beside it and",
     "renamed when complete; on failure nothing is left at OUT.",
     "",
     `TYPE: ${supportedNames.join(" ")}`,
@@ -94,7 +98,11 @@ export const quantizeCommand: Command = {
     if (positionals.length < 2) {
       throw new UsageError(positionals.length === 0 ? "missing IN.gguf" : "missing TYPE");
     }
-    const input = positionals[0];
+    // IN may be a Hub reference (pulled first); the default OUT of one is then in the
+    // current directory, not in the Hugging Face cache.
+    const inputArg = positionals[0];
+    const fromHub = !existsSync(inputArg) && parseHubRef(inputArg) !== undefined;
+    const inputDir = fromHub ? "." : dirname(inputArg);
     let output: string;
     let typeText: string;
     let rest: string[];
@@ -102,7 +110,7 @@ export const quantizeCommand: Command = {
     if (parseQuantType(positionals[1]) !== undefined) {
       typeText = positionals[1];
       const name = parseQuantType(typeText)!.name;
-      output = join(dirname(input), `ggml-model-${name}.gguf`);
+      output = join(inputDir, `ggml-model-${name}.gguf`);
       rest = positionals.slice(2);
     } else {
       if (positionals.length < 3) throw new UsageError("missing TYPE");
@@ -133,6 +141,7 @@ export const quantizeCommand: Command = {
       outputTensorType: ggmlTypeOption(values["output-tensor-type"], "--output-tensor-type"),
       tokenEmbeddingType: ggmlTypeOption(values["token-embedding-type"], "--token-embedding-type"),
     };
+    const input = await modelPath(inputArg);
 
     try {
       if (values["dry-run"]) {

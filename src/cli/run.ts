@@ -7,49 +7,52 @@
 import { readFileSync } from "node:fs";
 import process from "node:process";
 import { isatty } from "node:tty";
-import { resolveModel } from "../hub/resolve.ts";
 import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
-import { loadNative } from "../native/mod.ts";
 import type { GenerationResult } from "../generation/mod.ts";
 import { Llm } from "../llm/mod.ts";
 import { type CacheType, describeArchitecture, ModelError } from "../model/mod.ts";
-import { DEFAULT_SAMPLER_PARAMS, randomSeed, type SamplerParams } from "../sampler/mod.ts";
+import { randomSeed, type SamplerParams } from "../sampler/mod.ts";
 import { TokenizerError } from "../tokenizer/vocab.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
-import { CHAT_TEMPLATE_HELP, cliChatTemplate, oneLine } from "./_chat_template.ts";
+import { cliChatTemplate, oneLine } from "./_chat_template.ts";
+import {
+  aliasesOf,
+  CHAT_TEMPLATE_GROUP,
+  CONTEXT_GROUP,
+  helpLines,
+  MODEL_ARG_HELP,
+  MODEL_GROUP,
+  modelPath,
+  optionsOf,
+  parseChatTemplateOptions,
+  parseContextOptions,
+  parseModelOptions,
+  parseSamplingOptions,
+  SAMPLING_GROUP,
+  str,
+  withFlagNamesAsync,
+} from "./options.ts";
 
 const usage = `Usage: dotllm run MODEL [options]
 
 Generates text from a prompt with a Llama-family GGUF model. The generated text
 is streamed to stdout; a summary (model, sampling, timings, memory) to stderr.
 Without -p/-f the prompt is read from stdin (when stdin is not a terminal).
+${MODEL_ARG_HELP}
 
 Options:
   -p, --prompt TEXT        the prompt
   -f, --file FILE          read the prompt from FILE (one trailing newline dropped)
-  -n, --n-predict N        tokens to generate; -1 = until end of text or context full (default -1)
-  -t, --threads N          threads; 0 = every CPU (default 0)
-      --temp T             temperature; 0 = greedy (default 0.8)
-      --top-k K            keep the K most likely tokens; 0 = all (default 40)
-      --top-p P            nucleus sampling; 1 = off (default 0.95)
-      --min-p P            drop tokens below P × the best one's probability (default 0.05)
-      --repeat-penalty R   penalise recent tokens; 1 = off (default 1.0)
-      --repeat-last-n N    tokens the penalties look back over; -1 = the context (default 64)
-      --presence-penalty P subtract P from recent tokens' logits (default 0)
-      --frequency-penalty P subtract count × P (default 0)
-  -s, --seed S             random seed, 0 to 4294967295; -1 = random (default), printed in the summary
-  -c, --ctx-size N         context length; 0 = the model's (default min(model's, 4096))
-  -b, --batch-size N       prompt tokens per batch (default 512)
-      --cache-type T       KV cache type, f16 or f32 (default f16)
-      --no-repack          compute from the file's pages (default: copy matmul weights
-                           at load, Q4_0/Q4_1/IQ4_NL/Q4_K into a faster layout where
-                           the CPU has one, the rest as they are, into huge pages)
+${helpLines(SAMPLING_GROUP.help)}${helpLines(MODEL_GROUP.help)}${helpLines(CONTEXT_GROUP.help)}\
       --stop S             stop before the string S (repeatable)
       --chat               the prompt is one user turn through the model's chat template
-      --system TEXT        with --chat: a system message before it
-${CHAT_TEMPLATE_HELP}      --echo               print the prompt before the generated text
+${
+  helpLines(CHAT_TEMPLATE_GROUP.help, {
+    "system-prompt": ["with --chat: a system message before it"],
+  })
+}      --echo               print the prompt before the generated text
       --json               print one JSON object instead of streamed text
   -q, --quiet              no summary on stderr
   -h, --help               this help
@@ -73,34 +76,6 @@ interface RunArgs {
   quiet: boolean;
   /** `--chat`: the prompt is one user turn (with `--system`) through this template (undefined: the model's). */
   chat?: { system?: string; template?: string };
-}
-
-/** The last value of string option `name`. */
-export function str(values: OptionValues, name: string): string | undefined {
-  const v = values[name];
-  if (Array.isArray(v)) return String(v[v.length - 1]);
-  return typeof v === "string" ? v : undefined;
-}
-
-/** Numeric option `flag`, checked (a {@linkcode UsageError} names it). */
-export function number(
-  values: OptionValues,
-  flag: string,
-  fallback: number,
-  { integer = false, min = -Infinity, max = Infinity } = {},
-): number {
-  const text = str(values, flag);
-  if (text === undefined) return fallback;
-  const value = text.trim() === "" ? NaN : Number(text);
-  const what = integer ? "an integer" : "a number";
-  if (!Number.isFinite(value) || (integer && !Number.isInteger(value))) {
-    throw new UsageError(`--${flag} must be ${what}, got "${text}"`);
-  }
-  if (value < min || value > max) {
-    const range = max === Infinity ? `>= ${min}` : `in [${min}, ${max}]`;
-    throw new UsageError(`--${flag} must be ${what} ${range}, got ${text}`);
-  }
-  return value;
 }
 
 /** Drops one trailing newline, as llama.cpp does for `-f`. */
@@ -135,51 +110,32 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
   if (positionals.length > 1) {
     throw new UsageError(`unexpected argument "${positionals[1]}" (quote the prompt after -p)`);
   }
-  const d = DEFAULT_SAMPLER_PARAMS;
-  const cacheType = str(values, "cache-type") ?? "f16";
-  if (cacheType !== "f16" && cacheType !== "f32") {
-    throw new UsageError(`--cache-type must be f16 or f32, got "${cacheType}"`);
-  }
-  const ctx = number(values, "ctx-size", -1, { integer: true, min: 0, max: 1 << 24 });
-  const seed = number(values, "seed", -1, { integer: true, min: -1, max: 0xffffffff });
+  const model = parseModelOptions(values);
+  const context = parseContextOptions(values);
+  const sampling = parseSamplingOptions(values);
+  const template = parseChatTemplateOptions(values);
   const stop = values.stop === undefined ? [] : (values.stop as string[]).map(String);
   if (stop.some((s) => s.length === 0)) throw new UsageError("--stop needs a non-empty string");
   const args: RunArgs = {
     model: positionals[0],
     prompt: "",
-    nPredict: number(values, "n-predict", -1, { integer: true, min: -1 }),
-    threads: number(values, "threads", 0, {
-      integer: true,
-      min: 0,
-      max: loadNative().limits.threadCountMax,
-    }),
-    sampling: {
-      temperature: number(values, "temp", d.temperature),
-      topK: number(values, "top-k", d.topK, { integer: true, min: 0 }),
-      topP: number(values, "top-p", d.topP, { min: 0, max: 1 }),
-      minP: number(values, "min-p", d.minP, { min: 0, max: 1 }),
-      repeatPenalty: number(values, "repeat-penalty", d.repeatPenalty, { min: 0 }),
-      repeatLastN: number(values, "repeat-last-n", d.repeatLastN, { integer: true, min: -1 }),
-      presencePenalty: number(values, "presence-penalty", d.presencePenalty),
-      frequencyPenalty: number(values, "frequency-penalty", d.frequencyPenalty),
-    },
-    seed: seed === -1 ? randomSeed() : seed,
-    contextSize: ctx === -1 ? undefined : ctx,
-    batchSize: number(values, "batch-size", 512, { integer: true, min: 1, max: 1 << 16 }),
-    cacheType,
+    nPredict: sampling.nPredict ?? -1,
+    threads: model.threads,
+    sampling: sampling.sampling,
+    seed: sampling.seed ?? randomSeed(),
+    contextSize: context.contextSize,
+    batchSize: context.batchSize ?? 512,
+    cacheType: context.cacheType,
     stop,
     echo: values.echo === true,
-    repack: values["no-repack"] !== true,
+    repack: model.repack,
     json: values.json === true,
     quiet: values.quiet === true,
   };
-  if (args.sampling.repeatPenalty === 0) {
-    throw new UsageError("--repeat-penalty must be > 0, got 0");
-  }
   if (values.chat === true) {
-    args.chat = { system: str(values, "system"), template: str(values, "chat-template") };
-  } else if (values.system !== undefined || values["chat-template"] !== undefined) {
-    throw new UsageError("--system and --chat-template need --chat");
+    args.chat = { system: template.system, template: template.template };
+  } else if (template.system !== undefined || template.template !== undefined) {
+    throw new UsageError("-sys/--system-prompt and --chat-template need --chat");
   }
   args.prompt = readPrompt(values);
   return args;
@@ -187,13 +143,15 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
 
 async function loadModel(args: RunArgs): Promise<Llm> {
   try {
-    return await Llm.load(args.model, {
-      contextSize: args.contextSize,
-      batchSize: args.batchSize,
-      cacheType: args.cacheType,
-      threads: args.threads,
-      repack: args.repack,
-    });
+    return await withFlagNamesAsync(() =>
+      Llm.load(args.model, {
+        contextSize: args.contextSize,
+        batchSize: args.batchSize,
+        cacheType: args.cacheType,
+        threads: args.threads,
+        repack: args.repack,
+      })
+    );
   } catch (error) {
     if (
       error instanceof GgufError || error instanceof ModelError || error instanceof TokenizerError
@@ -293,7 +251,7 @@ function jsonText({ llm, args, result, loadMs, totalMs }: Summary, prompt?: stri
 
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
   const args = parseRunArgs(values, positionals); // reads the prompt (maybe stdin)
-  args.model = await resolveModel(args.model);
+  args.model = await modelPath(args.model);
   const start = performance.now();
   const llm = await loadModel(args);
   try {
@@ -364,31 +322,15 @@ export const runCommand: Command = {
   name: "run",
   summary: "generate text from a prompt with a Llama-family GGUF model",
   usage,
-  options: {
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  options: optionsOf([SAMPLING_GROUP, MODEL_GROUP, CONTEXT_GROUP, CHAT_TEMPLATE_GROUP], {
     prompt: { type: "string", short: "p" },
     file: { type: "string", short: "f" },
-    "n-predict": { type: "string", short: "n" },
-    threads: { type: "string", short: "t" },
-    temp: { type: "string" },
-    "top-k": { type: "string" },
-    "top-p": { type: "string" },
-    "min-p": { type: "string" },
-    "repeat-penalty": { type: "string" },
-    "repeat-last-n": { type: "string" },
-    "presence-penalty": { type: "string" },
-    "frequency-penalty": { type: "string" },
-    seed: { type: "string", short: "s" },
-    "ctx-size": { type: "string", short: "c" },
-    "batch-size": { type: "string", short: "b" },
-    "cache-type": { type: "string" },
     stop: { type: "string", multiple: true },
     echo: { type: "boolean" },
-    "no-repack": { type: "boolean" },
     chat: { type: "boolean" },
-    system: { type: "string" },
-    "chat-template": { type: "string" },
     json: { type: "boolean" },
     quiet: { type: "boolean", short: "q" },
-  },
+  }),
   run,
 };

@@ -7,17 +7,62 @@
  * @module
  */
 import process from "node:process";
-import { loadNative } from "../native/mod.ts";
 import type { Backend } from "../server/backend.ts";
 import { SLOT_COUNT_MAX } from "../model/mod.ts";
 import { ApiHandler, DEFAULT_BODY_LIMIT_BYTES, DEFAULT_QUEUE_LIMIT } from "../server/handler.ts";
 import { listen } from "../server/http.ts";
 import { chatRenderer } from "../server/chat_prompt.ts";
 import { loadBackend, type LoadOptions } from "../server/load.ts";
-import type { SamplingDefaults } from "../server/protocol.ts";
+import type { RequestDefaults } from "../server/protocol.ts";
 import { WorkerBackend } from "../server/worker_backend.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr } from "./io.ts";
+import {
+  aliasesOf,
+  CHAT_TEMPLATE_GROUP,
+  chatTemplateSource,
+  CONTEXT_GROUP,
+  helpLines,
+  MODEL_ARG_HELP,
+  MODEL_GROUP,
+  modelPath,
+  optionsOf,
+  parseChatTemplateOptions,
+  parseContextOptions,
+  parseModelOptions,
+  parseSamplingOptions,
+  SAMPLING_GROUP,
+  str,
+  withFlagNamesAsync,
+} from "./options.ts";
+
+/**
+ * \`-n\`: the default AND the cap of a request's \`max_tokens\`. llama-server's
+ * default is -1 (no limit), under which a request without \`max_tokens\` (the
+ * chat page sends none) holds its slot until the context is full: a small
+ * model that loops holds it for thousands of steps. 2048 tokens is longer
+ * than any ordinary reply (several pages of text, a long code file) and ends
+ * a runaway one in seconds to a minute; \`-n -1\` restores llama-server's "no
+ * limit" (then only the slot's context ends a reply).
+ */
+export const SERVE_N_PREDICT_DEFAULT = 2048;
+
+const SERVE_SAMPLING_HELP = {
+  "n-predict": [
+    "default and cap of a request's max_tokens; -1 = none (the slot's",
+    `context) (default ${SERVE_N_PREDICT_DEFAULT})`,
+  ],
+  seed: ["seed of requests that give none; -1 = random per request (default)"],
+};
+
+const SERVE_TEMPLATE_HELP = {
+  "chat-template": [
+    "the template of /v1/chat/completions: a Jinja FILE, or chatml,",
+    "llama3, gemma, phi3, mistral (default: the model's own; ChatML,",
+    "with a warning, for a model without one)",
+  ],
+  "system-prompt": ["a system message put first in chat requests that have none"],
+};
 
 const usage = `Usage: dotllm serve MODEL [options]
 
@@ -26,6 +71,9 @@ POST /v1/completions (stream: true for server-sent events), GET /v1/models;
 llama.cpp's POST /tokenize, /detokenize, /apply-template and GET /health;
 GET /metrics (Prometheus); a chat page at /. Up to --parallel requests are
 decoded together in one batch; more wait in a queue (--queue), then 503.
+Request fields dotllm does not implement (tools, response_format other than
+text, grammar, ...) are a 400 naming the field.
+${MODEL_ARG_HELP}
 
 Options:
       --host HOST          address to bind (default 127.0.0.1: this machine only)
@@ -34,36 +82,21 @@ Options:
                            --np N also works)
   -c, --ctx-size N         KV cache positions in all, split evenly over the slots, as
                            llama-server (default min(model's, 4096) per slot)
-  -t, --threads N          threads; 0 = every CPU (default 0)
   -b, --batch-size N       most tokens per step: one per generating sequence, the rest
                            prefill chunks (default 256; >= --parallel)
-      --no-repack          compute from the file's pages (default: copy matmul weights
-                           at load, Q4_0/Q4_1/IQ4_NL/Q4_K into a faster layout where
-                           the CPU has one, the rest as they are, into huge pages)
+${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)
       --queue N            requests that may wait for a slot before 503 (default ${DEFAULT_QUEUE_LIMIT})
       --body-limit BYTES   largest request body before 413 (default ${DEFAULT_BODY_LIMIT_BYTES})
       --shutdown-timeout S seconds in-flight requests get on SIGINT/SIGTERM (default 30)
-  Sampling defaults (a request's own fields win):
-      --temp T             temperature; 0 = greedy (default 0.8)
-      --top-k K            (default 40)
-      --top-p P            (default 0.95)
-      --min-p P            (default 0.05)
-      --repeat-penalty R   (default 1.0)
-      --presence-penalty P (default 0)
-      --frequency-penalty P (default 0)
-  -s, --seed S             seed of requests that give none; -1 = random per request (default)
+  Defaults for requests that leave the field out (a request's own fields win):
+${helpLines(SAMPLING_GROUP.help, SERVE_SAMPLING_HELP)}\
   -h, --help               this help
 `;
 
-function str(values: OptionValues, name: string): string | undefined {
-  const v = values[name];
-  if (Array.isArray(v)) return String(v[v.length - 1]);
-  return typeof v === "string" ? v : undefined;
-}
-
-function number(
+/** A server option (not a model, context or sampling one): parsed and bounded here. */
+function serverNumber(
   values: OptionValues,
   flag: string,
   { integer = false, min = -Infinity, max = Infinity } = {},
@@ -101,45 +134,64 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   if (positionals.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
   const host = str(values, "host") ?? "127.0.0.1";
-  const port = number(values, "port", { integer: true, min: 0, max: 65535 }) ?? 8080;
-  const slots = number(values, "parallel", { integer: true, min: 1, max: SLOT_COUNT_MAX }) ?? 4;
-  const ctx = number(values, "ctx-size", { integer: true, min: 0, max: 1 << 24 }) ?? 0;
-  const perSlot = ctx === 0 ? 0 : Math.floor(ctx / slots);
-  if (ctx !== 0 && perSlot < 16) {
+  const port = serverNumber(values, "port", { integer: true, min: 0, max: 65535 }) ?? 8080;
+  const slots = serverNumber(values, "parallel", { integer: true, min: 1, max: SLOT_COUNT_MAX }) ??
+    4;
+  const model = parseModelOptions(values);
+  const context = parseContextOptions(values);
+  const ctx = context.contextSize ?? 0;
+  const perSlot = ctx <= 0 ? ctx : Math.floor(ctx / slots);
+  if (ctx > 0 && perSlot < 16) {
     throw new UsageError(`--ctx-size ${ctx} leaves ${perSlot} positions per slot (need >= 16)`);
   }
-  const threads =
-    number(values, "threads", { integer: true, min: 0, max: loadNative().limits.threadCountMax }) ??
-      0;
-  const stepTokens = number(values, "batch-size", { integer: true, min: slots, max: 1 << 16 });
-  const queueLimit = number(values, "queue", { integer: true, min: 0, max: 1 << 20 });
-  const bodyLimitBytes = number(values, "body-limit", { integer: true, min: 1024, max: 1 << 30 });
-  const shutdownS = number(values, "shutdown-timeout", { min: 0, max: 3600 }) ?? 30;
+  const stepTokens = context.batchSize;
+  if (stepTokens !== undefined && stepTokens < slots) {
+    throw new UsageError(`--batch-size must be >= --parallel (${slots}), got ${stepTokens}`);
+  }
+  const queueLimit = serverNumber(values, "queue", { integer: true, min: 0, max: 1 << 20 });
+  const bodyLimitBytes = serverNumber(values, "body-limit", {
+    integer: true,
+    min: 1024,
+    max: 1 << 30,
+  });
+  const shutdownS = serverNumber(values, "shutdown-timeout", { min: 0, max: 3600 }) ?? 30;
   const apiKey = str(values, "api-key");
   if (apiKey === "") throw new UsageError("--api-key needs a non-empty key");
   const cors = str(values, "cors");
-  const seed = number(values, "seed", { integer: true, min: -1, max: 0xffffffff });
-  const defaults: SamplingDefaults = {
-    temperature: number(values, "temp", { min: 0, max: 100 }),
-    topK: number(values, "top-k", { integer: true, min: 0 }),
-    topP: number(values, "top-p", { min: 0, max: 1 }),
-    minP: number(values, "min-p", { min: 0, max: 1 }),
-    repeatPenalty: number(values, "repeat-penalty", { min: 0.01, max: 100 }),
-    presencePenalty: number(values, "presence-penalty", { min: -2, max: 2 }),
-    frequencyPenalty: number(values, "frequency-penalty", { min: -2, max: 2 }),
-    seed: seed === undefined || seed < 0 ? undefined : seed,
+  const sampling = parseSamplingOptions(values);
+  const template = parseChatTemplateOptions(values);
+  const nPredict = sampling.nPredict ?? SERVE_N_PREDICT_DEFAULT;
+  const defaults: RequestDefaults = {
+    ...sampling.given,
+    seed: sampling.seed,
+    maxTokens: nPredict < 0 ? undefined : nPredict,
+    system: template.system,
   };
-  for (const k of Object.keys(defaults) as (keyof SamplingDefaults)[]) {
+  for (const k of Object.keys(defaults) as (keyof RequestDefaults)[]) {
     if (defaults[k] === undefined) delete defaults[k];
   }
+  const chatTemplate = template.template === undefined
+    ? undefined
+    : chatTemplateSource(template.template);
 
-  const backend = await startBackend(positionals[0], {
-    slots,
-    contextSize: perSlot,
-    threads,
-    stepTokens,
-    repack: values["no-repack"] !== true,
-  });
+  const path = await modelPath(positionals[0]);
+  const backend = await withFlagNamesAsync(() =>
+    startBackend(path, {
+      slots,
+      contextSize: perSlot,
+      threads: model.threads,
+      stepTokens,
+      repack: model.repack,
+      chatTemplate,
+    })
+  );
+  if (defaults.repeatLastN === -1) defaults.repeatLastN = backend.info.contextSize;
+  if (chatTemplate === undefined && backend.info.chat.source === undefined) {
+    writeStderr(
+      `dotllm: warning: ${backend.info.id} has no chat template: /v1/chat/completions ` +
+        "renders ChatML (--chat-template NAME|FILE sets one)\n",
+    );
+  }
   const api = new ApiHandler({ backend, apiKey, cors, queueLimit, bodyLimitBytes, defaults });
   let server;
   try {
@@ -152,7 +204,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   const shown = host.includes(":") ? `[${host}]` : host;
   writeStderr(
     `dotllm: serving ${i.id} on http://${shown}:${server.port} ` +
-      `(${i.slotCount} slots × ${i.contextSize} positions, ${threads || "all"} threads)\n`,
+      `(${i.slotCount} slots × ${i.contextSize} positions, ${model.threads || "all"} threads)\n`,
   );
 
   await new Promise<void>((resolve) => {
@@ -203,29 +255,20 @@ export const serveCommand: Command = {
   name: "serve",
   summary: "serve a model over HTTP with OpenAI's API (and a chat page)",
   usage,
-  options: {
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP], {
     host: { type: "string" },
     port: { type: "string" },
     parallel: { type: "string" },
     np: { type: "string" },
-    "ctx-size": { type: "string", short: "c" },
-    threads: { type: "string", short: "t" },
-    "no-repack": { type: "boolean" },
-    "batch-size": { type: "string", short: "b" },
+    "ctx-size": CONTEXT_GROUP.options["ctx-size"],
+    "batch-size": CONTEXT_GROUP.options["batch-size"],
     "api-key": { type: "string" },
     cors: { type: "string" },
     queue: { type: "string" },
     "body-limit": { type: "string" },
     "shutdown-timeout": { type: "string" },
-    temp: { type: "string" },
-    "top-k": { type: "string" },
-    "top-p": { type: "string" },
-    "min-p": { type: "string" },
-    "repeat-penalty": { type: "string" },
-    "presence-penalty": { type: "string" },
-    "frequency-penalty": { type: "string" },
-    seed: { type: "string", short: "s" },
-  },
+  }),
   run(values, positionals) {
     if (values.np !== undefined && values.parallel === undefined) values.parallel = values.np;
     return serve(values, positionals);

@@ -7,17 +7,9 @@
  * @module
  */
 import process from "node:process";
-import { isatty } from "node:tty";
-import { writeStderr } from "./io.ts";
+import { stderrIsTerminal, writeStderr } from "../stdio.ts";
 
-/** True when file descriptor 2 is a terminal. */
-export function stderrIsTerminal(): boolean {
-  try {
-    return isatty(2);
-  } catch {
-    return false;
-  }
-}
+export { stderrIsTerminal };
 
 /** True when stderr may carry ANSI colour. */
 export function colorEnabled(): boolean {

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStdout } from "./io.ts";
 import { openTokenizer } from "./_tokenizer.ts";
-import { resolveModel } from "../hub/resolve.ts";
+import { modelPath } from "./options.ts";
 
 const USAGE = `Usage: dotllm tokenize MODEL [-p TEXT | -f FILE] [options]
 
@@ -55,7 +55,7 @@ export const tokenizeCommand: Command = {
   async run(values, positionals) {
     if (positionals.length !== 1) throw new UsageError("expected one MODEL argument");
     const bytes = readInput(values);
-    const tokenizer = openTokenizer(await resolveModel(positionals[0]));
+    const tokenizer = openTokenizer(await modelPath(positionals[0]));
     // bytes, not text: invalid UTF-8 is tokenized as llama.cpp does
     const ids = tokenizer.encodeBytes(bytes, {
       addSpecial: values["no-bos"] !== true,

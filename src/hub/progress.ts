@@ -5,8 +5,7 @@
  *
  * @module
  */
-import { writeStderr } from "../cli/io.ts";
-import { stderrIsTerminal } from "../cli/terminal.ts";
+import { stderrIsTerminal, writeStderr } from "../stdio.ts";
 
 /** Redraw interval: often enough to look live, rare enough to cost nothing. */
 const INTERVAL_MS = 100;

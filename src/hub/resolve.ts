@@ -13,7 +13,7 @@
  * @module
  */
 import * as fs from "node:fs";
-import { writeStderr } from "../cli/io.ts";
+import { writeStderr } from "../stdio.ts";
 import { pullModel, type PullOptions } from "./pull.ts";
 import { parseHubRef } from "./ref.ts";
 

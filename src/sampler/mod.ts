@@ -15,4 +15,4 @@ export {
   topP,
 } from "./sampler.ts";
 export type { SamplerParams } from "./sampler.ts";
-export { randomSeed, Rng } from "./rng.ts";
+export { checkSeed, randomSeed, Rng } from "./rng.ts";

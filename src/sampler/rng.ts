@@ -13,6 +13,13 @@
  * @module
  */
 
+/** Throws a `RangeError` unless `seed` is an integer in [0, 2^32). */
+export function checkSeed(seed: number): void {
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
+    throw new RangeError(`seed must be an integer in [0, 4294967295], got ${seed}`);
+  }
+}
+
 /** A seeded xoshiro128** generator. */
 export class Rng {
   readonly #state = new Uint32Array(4);
@@ -21,9 +28,7 @@ export class Rng {
 
   /** `seed` must be an integer in [0, 2^32). */
   constructor(seed: number) {
-    if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
-      throw new RangeError(`Seed must be an integer in [0, 4294967295], got ${seed}`);
-    }
+    checkSeed(seed);
     this.seed = seed;
     let s = seed >>> 0;
     for (let i = 0; i < 4; i++) {

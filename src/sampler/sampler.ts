@@ -25,9 +25,9 @@ import { Rng } from "./rng.ts";
 
 /** Sampling parameters; every field has llama.cpp's default. */
 export interface SamplerParams {
-  /** Divides the logits; `<= 0` means greedy. Default 0.8. */
+  /** Divides the logits; 0 means greedy (negative is a `RangeError`). Default 0.8. */
   temperature: number;
-  /** Keep the k most likely tokens; `<= 0` keeps all. Default 40. */
+  /** Keep the k most likely tokens; 0 keeps all. Default 40. */
   topK: number;
   /** Keep the smallest set whose probability reaches p; 1 disables. Default 0.95. */
   topP: number;
@@ -62,7 +62,14 @@ export function resolveSamplerParams(params: Partial<SamplerParams> = {}): Sampl
     if (!Number.isFinite(value)) throw new RangeError(`${name} must be a number, got ${value}`);
   };
   for (const [name, value] of Object.entries(p)) finite(name, value);
-  if (!Number.isInteger(p.topK)) throw new RangeError(`topK must be an integer, got ${p.topK}`);
+  // Negative values mean nothing llama.cpp documents (its `--temp -1` is greedy with
+  // probabilities, `--top-k -1` keeps all): refused here, for every caller alike.
+  if (p.temperature < 0) {
+    throw new RangeError(`temperature must be >= 0 (0 = greedy), got ${p.temperature}`);
+  }
+  if (!Number.isInteger(p.topK) || p.topK < 0) {
+    throw new RangeError(`topK must be an integer >= 0 (0 = all), got ${p.topK}`);
+  }
   if (p.topP < 0 || p.topP > 1) throw new RangeError(`topP must be in [0, 1], got ${p.topP}`);
   if (p.minP < 0 || p.minP > 1) throw new RangeError(`minP must be in [0, 1], got ${p.minP}`);
   if (p.repeatPenalty <= 0) {

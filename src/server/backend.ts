@@ -57,10 +57,14 @@ export interface GenerateInput {
   topLogprobs: number;
   /** llama.cpp's `ignore_eos`. */
   ignoreEos?: boolean;
-  /** Choices generated from the prompt (OpenAI's `n`), sharing one prefill; default 1. */
-  n?: number;
-  /** `[token id, bias]` pairs added to those logits before sampling; -Infinity bans a token. */
-  logitBias?: Array<[number, number]>;
+  /**
+   * Choices to generate from the one prompt (OpenAI's `n`, >= 1): events
+   * `token`, `text` and `done` carry their choice's `index` in [0, n); the
+   * request is complete after n `done` events.
+   */
+  n: number;
+  /** `[token id, bias]`: the bias is added to that token's logit (-Infinity bans it). */
+  logitBias: Array<[number, number]>;
 }
 
 /** The tokenizer calls the backend needs beyond the scheduler's. */

@@ -25,7 +25,8 @@ import {
   type ParsedRequest,
   parseMessages,
   parseTokenizeRequest,
-  type SamplingDefaults,
+  type RequestDefaults,
+  withSystem,
 } from "./protocol.ts";
 import type { SequenceEvent, TokenLogprob } from "./scheduler.ts";
 
@@ -43,8 +44,8 @@ export interface HandlerOptions {
   bodyLimitBytes?: number;
   /** Requests that may wait for a slot beyond the running ones; default 64 (then 503). */
   queueLimit?: number;
-  /** Sampling defaults for fields a request leaves out. */
-  defaults?: SamplingDefaults;
+  /** Defaults for fields a request leaves out (sampling, `max_tokens` cap, system message). */
+  defaults?: RequestDefaults;
 }
 
 /** The default body limit. */
@@ -235,7 +236,7 @@ export class ApiHandler {
       }
       case "/apply-template": {
         const body = await this.#json(request) as Record<string, unknown>;
-        const messages = parseMessages(body?.messages);
+        const messages = withSystem(parseMessages(body?.messages), this.#options.defaults?.system);
         try {
           return Response.json({ prompt: await this.backend.applyTemplate(messages, true) });
         } catch (error) {
@@ -309,9 +310,11 @@ export class ApiHandler {
     }
     const json = await this.#json(request);
     const defaults = this.#options.defaults ?? {};
+    const info = this.backend.info;
+    const limits = { maxChoices: info.slotCount, vocabSize: info.vocabSize };
     const parsed = kind === "chat"
-      ? parseChatRequest(json, defaults)
-      : parseCompletionRequest(json, defaults);
+      ? parseChatRequest(json, defaults, limits)
+      : parseCompletionRequest(json, defaults, limits);
     const capacity = this.backend.info.slotCount + this.#queueLimit;
     if (this.#inFlight >= capacity) {
       return this.#error(
@@ -356,8 +359,9 @@ export class ApiHandler {
         if (e.type === "error") throw new ApiError(e.status, e.message);
         reply.add(e);
         if (e.type === "done") {
-          this.metrics.promptTokens += e.promptTokens;
+          if (reply.doneCount === 1) this.metrics.promptTokens += e.promptTokens;
           this.metrics.completionTokens += e.completionTokens;
+          if (!reply.complete) continue;
           end();
           return Response.json(reply.whole());
         }
@@ -400,8 +404,9 @@ export class ApiHandler {
                 sent++;
               }
               if (event.type === "done") {
-                metrics.promptTokens += event.promptTokens;
+                if (reply.doneCount === 1) metrics.promptTokens += event.promptTokens;
                 metrics.completionTokens += event.completionTokens;
+                if (!reply.complete) continue;
                 out += "data: [DONE]\n\n";
                 flush();
                 controller.close();
@@ -431,17 +436,28 @@ export class ApiHandler {
   }
 }
 
-/** Builds one request's response: the whole object, or its SSE chunks. */
+type TokenItem = { token: number; text: string; logprob: number; top?: TokenLogprob[] };
+
+/** One choice of a response as its events arrive. */
+interface Choice {
+  text: string;
+  tokens: TokenItem[];
+  finishReason: string | null;
+  completionTokens: number;
+  /** Chat streams: the `role` delta went out. */
+  sentRole: boolean;
+}
+
+/** Builds one request's response (its n choices): the whole object, or its SSE chunks. */
 class Reply {
   readonly id: string;
   readonly created = Math.floor(Date.now() / 1000);
   readonly model: string;
-  text = "";
-  readonly tokens: { token: number; text: string; logprob: number; top?: TokenLogprob[] }[] = [];
-  finishReason: string | null = null;
+  readonly choices: Choice[];
+  /** `done` events received (the request is complete at n). */
+  doneCount = 0;
   usage?: Record<string, unknown>;
   timings?: Record<string, number>;
-  #sentRole = false;
 
   constructor(
     readonly kind: "chat" | "completion",
@@ -451,37 +467,58 @@ class Reply {
   ) {
     this.id = randomId(kind === "chat" ? "chatcmpl-" : "cmpl-");
     this.model = request.model ?? modelId;
+    this.choices = Array.from({ length: request.input.n }, () => ({
+      text: "",
+      tokens: [],
+      finishReason: null,
+      completionTokens: 0,
+      sentRole: false,
+    }));
+  }
+
+  /** True once every choice is done. */
+  get complete(): boolean {
+    return this.doneCount >= this.choices.length;
+  }
+
+  #choiceOf(e: { index: number }): Choice {
+    const c = this.choices[e.index];
+    if (c === undefined) throw new ApiError(500, `the backend sent choice ${e.index}`);
+    return c;
   }
 
   add(e: SequenceEvent): void {
     if (e.type === "token") {
-      this.text += e.text;
-      if (this.request.logprobs) this.tokens.push(e);
+      const c = this.#choiceOf(e);
+      c.text += e.text;
+      if (this.request.logprobs) c.tokens.push(e);
     } else if (e.type === "text") {
-      this.text += e.text;
+      this.#choiceOf(e).text += e.text;
     } else if (e.type === "done") {
-      this.finishReason = e.finishReason;
+      const c = this.#choiceOf(e);
+      c.finishReason = e.finishReason;
+      c.completionTokens = e.completionTokens;
+      this.doneCount++;
+      const completion = this.choices.reduce((sum, x) => sum + x.completionTokens, 0);
       this.usage = {
         prompt_tokens: e.promptTokens,
-        completion_tokens: e.completionTokens,
-        total_tokens: e.promptTokens + e.completionTokens,
+        completion_tokens: completion,
+        total_tokens: e.promptTokens + completion,
         prompt_tokens_details: { cached_tokens: e.cachedTokens },
       };
-      // llama.cpp's `timings` (the chat page shows tokens/s from them).
+      // llama.cpp's `timings` (the chat page shows tokens/s from them): of the last choice done.
       this.timings = {
         prompt_n: e.promptTokens - e.cachedTokens,
         prompt_ms: e.timings.prefillMs,
-        predicted_n: e.completionTokens,
+        predicted_n: completion,
         predicted_ms: e.timings.decodeMs,
-        predicted_per_second: e.timings.decodeMs > 0
-          ? e.completionTokens / (e.timings.decodeMs / 1000)
-          : 0,
+        predicted_per_second: e.timings.decodeMs > 0 ? completion / (e.timings.decodeMs / 1000) : 0,
         queue_ms: e.timings.queueMs,
       };
     }
   }
 
-  #logprobs(items: { token: number; text: string; logprob: number; top?: TokenLogprob[] }[]) {
+  #logprobs(items: TokenItem[]) {
     if (!this.request.logprobs) return null;
     const bytes = (s: string) => [...encoder.encode(s)];
     if (this.kind === "chat") {
@@ -508,14 +545,20 @@ class Reply {
     };
   }
 
-  #choice(text: string, finish: string | null, logprobs: unknown, first: boolean) {
+  #choice(
+    index: number,
+    text: string,
+    finish: string | null,
+    logprobs: unknown,
+    first: boolean,
+  ) {
     if (this.kind === "chat") {
       const delta: Record<string, string> = {};
       if (first) delta.role = "assistant";
       if (text !== "" || first) delta.content = text;
-      return { index: 0, delta, logprobs, finish_reason: finish };
+      return { index, delta, logprobs, finish_reason: finish };
     }
-    return { index: 0, text, logprobs, finish_reason: finish };
+    return { index, text, logprobs, finish_reason: finish };
   }
 
   #chunk(choices: unknown[], extra: Record<string, unknown> = {}) {
@@ -531,47 +574,54 @@ class Reply {
     };
   }
 
-  /** The SSE chunks for one event. */
+  /** The SSE chunks for one event (each carries its choice's `index`). */
   chunks(e: SequenceEvent): unknown[] {
     this.add(e);
     const out: unknown[] = [];
-    if (this.kind === "chat" && !this.#sentRole) {
-      this.#sentRole = true;
-      out.push(this.#chunk([this.#choice("", null, null, true)]));
+    if (e.type !== "token" && e.type !== "text" && e.type !== "done") return out;
+    const i = e.index;
+    const c = this.#choiceOf(e);
+    if (this.kind === "chat" && !c.sentRole) {
+      c.sentRole = true;
+      out.push(this.#chunk([this.#choice(i, "", null, null, true)]));
     }
     if (e.type === "token") {
       if (e.text !== "" || this.request.logprobs) {
-        out.push(this.#chunk([this.#choice(e.text, null, this.#logprobs([e]), false)]));
+        out.push(this.#chunk([this.#choice(i, e.text, null, this.#logprobs([e]), false)]));
       }
     } else if (e.type === "text") {
-      out.push(this.#chunk([this.#choice(e.text, null, null, false)]));
-    } else if (e.type === "done") {
-      out.push(this.#chunk([this.#choice("", this.finishReason, null, false)], {
+      out.push(this.#chunk([this.#choice(i, e.text, null, null, false)]));
+    } else {
+      out.push(this.#chunk([this.#choice(i, "", c.finishReason, null, false)], {
         timings: this.timings,
       }));
-      if (this.request.includeUsage) out.push(this.#chunk([], { usage: this.usage }));
+      if (this.complete && this.request.includeUsage) {
+        out.push(this.#chunk([], { usage: this.usage }));
+      }
     }
     return out;
   }
 
   /** The non-streamed response. */
   whole(): unknown {
-    const logprobs = this.#logprobs(this.tokens);
-    const choice = this.kind === "chat"
-      ? {
-        index: 0,
-        message: { role: "assistant", content: this.text },
-        logprobs,
-        finish_reason: this.finishReason,
-      }
-      : { index: 0, text: this.text, logprobs, finish_reason: this.finishReason };
+    const choices = this.choices.map((c, index) => {
+      const logprobs = this.#logprobs(c.tokens);
+      return this.kind === "chat"
+        ? {
+          index,
+          message: { role: "assistant", content: c.text },
+          logprobs,
+          finish_reason: c.finishReason,
+        }
+        : { index, text: c.text, logprobs, finish_reason: c.finishReason };
+    });
     return {
       id: this.id,
       object: this.kind === "chat" ? "chat.completion" : "text_completion",
       created: this.created,
       model: this.model,
       system_fingerprint: "dotllm",
-      choices: [choice],
+      choices,
       usage: this.usage,
       timings: this.timings,
     };

@@ -25,6 +25,11 @@ export interface LoadOptions {
   /** Repack matmul weights at load (`--no-repack` says no); default true. */
   repack?: boolean;
   /**
+   * The chat template's source text (`--chat-template`, resolved by the CLI
+   * from a built-in's name or a file), used instead of the GGUF's own.
+   */
+  chatTemplate?: string;
+  /**
    * In the model Worker: a counter (on a SharedArrayBuffer) of messages
    * posted to it and not yet received, which the step loop waits on between
    * steps (see `LocalBackend`).
@@ -59,7 +64,7 @@ export async function loadBackend(
   }
   try {
     const tokenizer = Tokenizer.fromGguf(model.gguf);
-    const source = model.gguf.metadata.get("tokenizer.chat_template");
+    const source = options.chatTemplate ?? model.gguf.metadata.get("tokenizer.chat_template");
     const text = (id: number) => (id >= 0 ? tokenizer.tokenToPiece(id, true) : "");
     const chat: ChatTemplateInfo = {
       source: typeof source === "string" && source !== "" ? source : undefined,

@@ -45,8 +45,187 @@ export class ApiError extends Error {
   }
 }
 
-/** Server-wide sampling defaults (`dotllm serve --temp ...`); requests override them. */
-export type SamplingDefaults = Partial<SamplerParams> & { seed?: number };
+/** Server-wide defaults (`dotllm serve --temp ... -n ... -sys ...`); requests override them. */
+export type RequestDefaults = Partial<SamplerParams> & {
+  seed?: number;
+  /** `-n`: the default AND the cap of `max_tokens` (undefined: no cap, -1 default). */
+  maxTokens?: number;
+  /** `-sys`: a system message put first in chat requests that have none. */
+  system?: string;
+};
+
+/** The former name of {@linkcode RequestDefaults}. */
+export type SamplingDefaults = RequestDefaults;
+
+/** What a request may ask for, from the loaded model and the server's slots. */
+export interface RequestLimits {
+  /** Most choices (`n`): the server's slot count (each choice decodes in a slot). Default 1. */
+  maxChoices?: number;
+  /** Token ids in `logit_bias` must be below it (unchecked when undefined). */
+  vocabSize?: number;
+}
+
+/**
+ * Every top-level request field and what becomes of it. `implemented`: read
+ * and honoured. `ignored`: accepted and without effect, because it cannot
+ * change the output: `user`, `safety_identifier` (an end-user id for abuse
+ * monitoring), `prompt_cache_key`, `cache_prompt` (cache routing hints:
+ * dotllm always reuses a slot's cached prefix), `service_tier`, `metadata`
+ * (billing and storage tags), `parallel_tool_calls` (meaningless without
+ * `tools`, which are refused). `checked`: accepted only at the value that
+ * means "nothing", else 400 (`response_format: {type: "text"}`, `tools: []`,
+ * `tool_choice: "none"`, `store: false`, `echo: false`, `suffix: ""`,
+ * `best_of` equal to `n`). Anything else, and every field this table does not
+ * name (`grammar`, `json_schema`, `mirostat`, `n_probs`, `typical_p`,
+ * `functions`, `reasoning_effort`, ...), is a 400 naming the field: silently
+ * ignoring a field would answer a different question than the one asked.
+ */
+export const REQUEST_FIELDS: Readonly<
+  Record<"chat" | "completion", Readonly<Record<string, "implemented" | "ignored" | "checked">>>
+> = (() => {
+  const common = {
+    model: "implemented",
+    stream: "implemented",
+    stream_options: "implemented",
+    max_tokens: "implemented",
+    n: "implemented",
+    temperature: "implemented",
+    top_p: "implemented",
+    top_k: "implemented",
+    min_p: "implemented",
+    presence_penalty: "implemented",
+    frequency_penalty: "implemented",
+    repeat_penalty: "implemented",
+    repeat_last_n: "implemented",
+    seed: "implemented",
+    stop: "implemented",
+    ignore_eos: "implemented",
+    logit_bias: "implemented",
+    logprobs: "implemented",
+    user: "ignored",
+    safety_identifier: "ignored",
+    prompt_cache_key: "ignored",
+    cache_prompt: "ignored",
+    service_tier: "ignored",
+    metadata: "ignored",
+    store: "checked",
+  } as const;
+  return {
+    chat: {
+      ...common,
+      messages: "implemented",
+      max_completion_tokens: "implemented",
+      top_logprobs: "implemented",
+      parallel_tool_calls: "ignored",
+      response_format: "checked",
+      tools: "checked",
+      tool_choice: "checked",
+    },
+    completion: {
+      ...common,
+      prompt: "implemented",
+      echo: "checked",
+      suffix: "checked",
+      best_of: "checked",
+    },
+  };
+})();
+
+function unsupported(param: string, why = "is not supported by this server"): never {
+  throw new ApiError(400, `${param}: ${why}`, param, "unsupported_parameter");
+}
+
+/** 400 for a field dotllm does not implement, or a "checked" one at a value that means something. */
+function refuseUnsupported(b: Record<string, unknown>, kind: "chat" | "completion"): void {
+  const table = REQUEST_FIELDS[kind];
+  for (const [name, v] of Object.entries(b)) {
+    const what = Object.hasOwn(table, name) ? table[name] : undefined;
+    if (what === undefined) unsupported(name);
+    if (what !== "checked" || v === undefined || v === null) continue;
+    switch (name) {
+      case "response_format":
+        if (!isObject(v) || v.type !== "text") {
+          unsupported(name, 'only {"type": "text"} is supported (no JSON mode or schema)');
+        }
+        break;
+      case "tools":
+        if (!Array.isArray(v) || v.length > 0) unsupported(name, "tool calls are not supported");
+        break;
+      case "tool_choice":
+        if (v !== "none") unsupported(name, 'tool calls are not supported (only "none")');
+        break;
+      case "store":
+        if (v !== false) unsupported(name, "completions are not stored");
+        break;
+      case "echo":
+        if (v !== false) unsupported(name, "echo is not supported");
+        break;
+      case "suffix":
+        if (v !== "") unsupported(name, "insertion (a suffix) is not supported");
+        break;
+      case "best_of": {
+        const n = b.n ?? 1;
+        if (v !== n) unsupported(name, "best_of other than n is not supported");
+        break;
+      }
+    }
+  }
+}
+
+/** Most `logit_bias` entries (OpenAI allows 300; llama.cpp no limit): bounds the work per step. */
+export const MAX_LOGIT_BIAS = 1024;
+
+/**
+ * `logit_bias` as `[token id, bias]` pairs: OpenAI's object of token-id
+ * strings to biases in [-100, 100], or llama.cpp's array of `[id, bias]`
+ * pairs; `false` as a bias (llama.cpp) bans the token (-Infinity). A token
+ * given twice: the last bias wins. Token strings (llama.cpp also tokenizes
+ * those) are refused.
+ */
+function parseLogitBias(body: Record<string, unknown>, vocabSize?: number): [number, number][] {
+  const v = body.logit_bias;
+  if (v === undefined || v === null) return [];
+  let entries: [unknown, unknown][];
+  if (isObject(v)) entries = Object.entries(v);
+  else if (Array.isArray(v)) {
+    entries = v.map((pair, i) => {
+      if (!Array.isArray(pair) || pair.length !== 2) {
+        bad(`logit_bias[${i}]`, `expected a [token id, bias] pair, got ${kind(pair)}`);
+      }
+      return [pair[0], pair[1]] as [unknown, unknown];
+    });
+  } else {
+    bad("logit_bias", `expected an object of token ids to biases, got ${kind(v)}`);
+  }
+  if (entries.length > MAX_LOGIT_BIAS) bad("logit_bias", `at most ${MAX_LOGIT_BIAS} entries`);
+  const out = new Map<number, number>();
+  for (const [key, bias] of entries) {
+    const id = typeof key === "string" && /^\d+$/.test(key) ? Number(key) : key;
+    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) {
+      bad("logit_bias", `expected token ids as keys, got ${JSON.stringify(key)}`);
+    }
+    if (vocabSize !== undefined && id >= vocabSize) {
+      bad("logit_bias", `token id ${id} is outside the vocabulary [0, ${vocabSize})`);
+    }
+    let value: number;
+    if (bias === false) value = -Infinity;
+    else if (typeof bias === "number" && Number.isFinite(bias) && bias >= -100 && bias <= 100) {
+      value = bias;
+    } else {
+      bad("logit_bias", `the bias of token ${id} must be a number in [-100, 100] or false`);
+    }
+    out.set(id, value);
+  }
+  return [...out];
+}
+
+/** `messages` with the server's system message first, unless they start with their own. */
+export function withSystem(messages: ChatMessage[], system: string | undefined): ChatMessage[] {
+  if (system === undefined) return messages;
+  const first = messages[0]?.role;
+  if (first === "system" || first === "developer") return messages;
+  return [{ role: "system", content: system }, ...messages];
+}
 
 /** Most stop strings per request (OpenAI allows 4; llama.cpp more): bounds the matcher's work. */
 export const MAX_STOP_STRINGS = 16;
@@ -104,12 +283,20 @@ function kind(v: unknown): string {
 }
 
 /** The fields both endpoints share. */
-function common(body: Record<string, unknown>, defaults: SamplingDefaults) {
+function common(
+  body: Record<string, unknown>,
+  defaults: RequestDefaults,
+  limits: RequestLimits,
+) {
   const model = body.model;
   if (model !== undefined && model !== null && typeof model !== "string") {
     bad("model", `expected a string, got ${kind(model)}`);
   }
-  optInteger(body, "n", 1, 1); // one choice per request
+  const maxChoices = limits.maxChoices ?? 1;
+  const n = optInteger(body, "n", 1, 2 ** 31 - 1) ?? 1;
+  if (n > maxChoices) {
+    bad("n", `at most ${maxChoices} choices per request (the server's slots), got ${n}`);
+  }
   const stream = optBoolean(body, "stream") ?? false;
   let includeUsage = false;
   const so = body.stream_options;
@@ -117,9 +304,12 @@ function common(body: Record<string, unknown>, defaults: SamplingDefaults) {
     if (!isObject(so)) bad("stream_options", `expected an object, got ${kind(so)}`);
     includeUsage = optBoolean(so, "include_usage") ?? false;
   }
-  // -1 (absent): until an end-of-generation token or the end of the slot's context.
-  const maxTokens = optInteger(body, "max_completion_tokens", 1, 2 ** 31 - 1) ??
-    optInteger(body, "max_tokens", 1, 2 ** 31 - 1) ?? -1;
+  // Absent: the server's `-n` (its default and cap), else -1: until an end-of-generation
+  // token or the end of the slot's context.
+  const asked = optInteger(body, "max_completion_tokens", 1, 2 ** 31 - 1) ??
+    optInteger(body, "max_tokens", 1, 2 ** 31 - 1);
+  const cap = defaults.maxTokens;
+  const maxTokens = cap === undefined ? asked ?? -1 : Math.min(asked ?? cap, cap);
   const sampling: Partial<SamplerParams> = {};
   const set = <K extends keyof SamplerParams>(key: K, v: number | undefined) => {
     const value = v ?? defaults[key];
@@ -147,6 +337,8 @@ function common(body: Record<string, unknown>, defaults: SamplingDefaults) {
     bad("stop", `expected a string or an array of strings, got ${kind(s)}`);
   }
   return {
+    n,
+    logitBias: parseLogitBias(body, limits.vocabSize),
     ignoreEos: optBoolean(body, "ignore_eos") ?? false,
     model: typeof model === "string" ? model : undefined,
     stream,
@@ -199,10 +391,15 @@ export function parseMessages(value: unknown): ChatMessage[] {
 }
 
 /** `POST /v1/chat/completions`. */
-export function parseChatRequest(value: unknown, defaults: SamplingDefaults): ParsedRequest {
+export function parseChatRequest(
+  value: unknown,
+  defaults: RequestDefaults,
+  limits: RequestLimits = {},
+): ParsedRequest {
   const b = body(value);
-  const messages = parseMessages(b.messages);
-  const c = common(b, defaults);
+  refuseUnsupported(b, "chat");
+  const messages = withSystem(parseMessages(b.messages), defaults.system);
+  const c = common(b, defaults, limits);
   const logprobs = optBoolean(b, "logprobs") ?? false;
   const top = optInteger(b, "top_logprobs", 0, MAX_TOP_LOGPROBS);
   if (top !== undefined && !logprobs) bad("top_logprobs", "needs logprobs: true");
@@ -215,6 +412,8 @@ export function parseChatRequest(value: unknown, defaults: SamplingDefaults): Pa
       stop: c.stop,
       topLogprobs: logprobs ? top ?? 0 : -1,
       ignoreEos: c.ignoreEos,
+      n: c.n,
+      logitBias: c.logitBias,
     },
     stream: c.stream,
     includeUsage: c.includeUsage,
@@ -224,8 +423,13 @@ export function parseChatRequest(value: unknown, defaults: SamplingDefaults): Pa
 }
 
 /** `POST /v1/completions`: `prompt` is a string, token ids, or a one-element array of either. */
-export function parseCompletionRequest(value: unknown, defaults: SamplingDefaults): ParsedRequest {
+export function parseCompletionRequest(
+  value: unknown,
+  defaults: RequestDefaults,
+  limits: RequestLimits = {},
+): ParsedRequest {
   const b = body(value);
+  refuseUnsupported(b, "completion");
   let p = b.prompt;
   if (Array.isArray(p) && p.length === 1 && (typeof p[0] === "string" || Array.isArray(p[0]))) {
     p = p[0];
@@ -235,14 +439,13 @@ export function parseCompletionRequest(value: unknown, defaults: SamplingDefault
   else if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t) && t >= 0)) {
     prompt = { tokens: p as number[] };
   } else if (Array.isArray(p) && p.length > 1) {
-    bad("prompt", "one prompt per request (n = 1, no prompt arrays)");
+    bad("prompt", "one prompt per request (no prompt arrays; n gives several choices)");
   } else {
     bad("prompt", `expected a string or an array of token ids, got ${kind(p)}`);
   }
-  const c = common(b, defaults);
+  const c = common(b, defaults, limits);
   // Legacy completions: `logprobs` is the number of alternatives (0..5 in OpenAI; 20 here).
   const lp = optInteger(b, "logprobs", 0, MAX_TOP_LOGPROBS);
-  if (optBoolean(b, "echo")) bad("echo", "echo is not supported");
   return {
     input: {
       prompt,
@@ -252,6 +455,8 @@ export function parseCompletionRequest(value: unknown, defaults: SamplingDefault
       stop: c.stop,
       topLogprobs: lp ?? -1,
       ignoreEos: c.ignoreEos,
+      n: c.n,
+      logitBias: c.logitBias,
     },
     stream: c.stream,
     includeUsage: c.includeUsage,
