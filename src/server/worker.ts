@@ -66,8 +66,9 @@ scope.onmessage = async (e: MessageEvent<WorkerRequest>) => {
   const b = backend!;
   switch (m.op) {
     case "generate": {
+      let open = m.input.n; // choices not yet done
       const cancel = b.generate(m.input, (event) => {
-        if (event.type === "done" || event.type === "error") cancels.delete(m.id);
+        if (event.type === "error" || (event.type === "done" && --open === 0)) cancels.delete(m.id);
         post(m.id, event);
       });
       cancels.set(m.id, cancel);

@@ -22,7 +22,8 @@ export class WorkerBackend implements Backend {
   readonly #worker: Worker;
   readonly #render: ChatRenderer;
   readonly #calls = new Map<number, Pending>();
-  readonly #streams = new Map<number, (event: SequenceEvent) => void>();
+  /** Each running generation's listener and its choices not yet done. */
+  readonly #streams = new Map<number, { emit: (event: SequenceEvent) => void; open: number }>();
   /** Messages posted to the worker and not yet received by it (it decrements). */
   readonly #inbox: Int32Array;
   #nextId = 1;
@@ -38,8 +39,10 @@ export class WorkerBackend implements Backend {
         for (const [id, event] of m.events as Array<[number, SequenceEvent]>) {
           const stream = this.#streams.get(id);
           if (stream === undefined) continue; // cancelled
-          if (event.type === "done" || event.type === "error") this.#streams.delete(id);
-          stream(event);
+          if (event.type === "error" || (event.type === "done" && --stream.open === 0)) {
+            this.#streams.delete(id);
+          }
+          stream.emit(event);
         }
         return;
       }
@@ -108,7 +111,7 @@ export class WorkerBackend implements Backend {
       }
     }
     const id = this.#nextId++;
-    this.#streams.set(id, onEvent);
+    this.#streams.set(id, { emit: onEvent, open: input.n });
     this.#post({ op: "generate", id, input });
     return () => {
       if (!this.#streams.delete(id)) return;
