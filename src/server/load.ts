@@ -7,23 +7,24 @@
 import { basename } from "node:path";
 import { prepareLibrary } from "../native/locate.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
+import type { LlmOptions } from "../llm/mod.ts";
 import { Context, Model } from "../model/mod.ts";
 import { LocalBackend } from "./backend.ts";
 import type { ChatRenderer } from "./chat_prompt.ts";
 import type { ChatTemplateInfo } from "./backend.ts";
 
-/** How to load the model for serving. */
-export interface LoadOptions {
+/**
+ * How to load the model for serving: the model's and the context's options
+ * of {@linkcode LlmOptions} (those a Worker message can carry), and the
+ * server's own.
+ */
+export interface LoadOptions extends Pick<LlmOptions, "threads" | "repack" | "cacheType"> {
   /** Slots (`--parallel`). */
   slots: number;
-  /** Positions per slot (`-c`); 0 = min(model context, 4096). */
-  contextSize: number;
-  /** Kernel threads (`-t`); 0 = every CPU. */
-  threads: number;
+  /** Positions per slot (`-c`); 0 or absent = min(model context, 4096). */
+  contextSize?: number;
   /** Most tokens per scheduler step; default 256. */
   stepTokens?: number;
-  /** Repack matmul weights at load (`--no-repack` says no); default true. */
-  repack?: boolean;
   /**
    * The chat template's source text (`--chat-template`, resolved by the CLI
    * from a built-in's name or a file), used instead of the GGUF's own.
@@ -55,6 +56,7 @@ export async function loadBackend(
       slots: options.slots,
       contextSize: options.contextSize || undefined,
       threads: options.threads,
+      cacheType: options.cacheType,
       batchSize: Math.max(options.stepTokens ?? 256, options.slots),
       maxLogits: options.slots, // a batch wants at most one row per sequence
     });
