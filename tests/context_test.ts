@@ -173,7 +173,8 @@ Deno.test("prefix reuse: continuing after a 200-token prefix prefills only the n
     prompt: continued,
     maxTokens: 12,
   });
-  assert.equal(warmTokens.timings.prefillTokens, 1, "all but the last prompt token reused");
+  // All but the last 8 prompt tokens, from a multiple of 8 (the driver's batch-invariant order).
+  assert.equal(warmTokens.timings.prefillTokens, 230 - 216, "all but the last 14 reused");
 
   using coldModel = Model.load(STORIES);
   using cold = new Context(coldModel, { threads: 2, contextSize: 512 });
