@@ -7,11 +7,12 @@
  * at once, `n` choices share one prefill, and bad prompts are refused.
  */
 import assert from "node:assert/strict";
-import { generate } from "../src/generation/mod.ts";
+import { generate, probeBatchInvariance } from "../src/generation/mod.ts";
 import { type Batch, Context, Model } from "../src/model/mod.ts";
 import { Sampler } from "../src/sampler/mod.ts";
 import { Scheduler, type SequenceEvent, type SequenceParams } from "../src/server/scheduler.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
+import { ensureGemma } from "./_gemma.ts";
 import { loadMistralTiny } from "./_mistral.ts";
 import { testdata } from "./_testdata.ts";
 
@@ -35,7 +36,7 @@ interface Setup {
 
 function setup(
   path: string | Model,
-  o: { slots: number; contextSize: number; stepTokens: number },
+  o: { slots: number; contextSize: number; stepTokens: number; mixed?: boolean },
 ): Setup {
   const model = typeof path === "string" ? Model.load(path) : path;
   const context = new Context(model, {
@@ -57,7 +58,10 @@ function setup(
   };
   const t = Tokenizer.fromGguf(model.gguf);
   const tokenizer = Object.assign(t, { tokenToPiece: (id: number) => t.tokenToPiece(id, false) });
-  const scheduler = new Scheduler(context, tokenizer, { stepTokens: o.stepTokens });
+  const scheduler = new Scheduler(context, tokenizer, {
+    stepTokens: o.stepTokens,
+    mixed: o.mixed,
+  });
   return {
     model,
     context,
@@ -154,19 +158,52 @@ Deno.test("scheduler: decode steps and prompt chunks take turns; a long prompt i
     assert.equal(batch.length, 8);
     assert.ok(batch.every(([slot]) => slot === 1), "a prompt chunk is not mixed with decodes");
   }
-  // While `b`'s prompt runs, `a` still decodes every other step.
+  // While `b`'s prompt runs, `a` still decodes at least every other step (the chunk that
+  // ends `b`'s prompt may go first).
   const firstChunk = steps.indexOf(prefillSteps[0]);
   const lastChunk = steps.indexOf(prefillSteps.at(-1)!);
   const decodes = steps.slice(firstChunk, lastChunk).filter((batch) =>
     batch.some(([slot]) => slot === 0)
   );
-  assert.equal(decodes.length, 4, "a decode step between each two chunks");
+  assert.ok(decodes.length >= 3, `${decodes.length} decode steps between the chunks`);
   for (const batch of steps) {
     if (batch.some(([, , want]) => !want)) continue;
     assert.ok(batch.length < 8, "decode steps stay in the small order");
   }
   assert.deepEqual(a.run.tokens, (await alone(s, [1, 403, 407], 30)).tokens);
   assert.deepEqual(b.run.tokens, (await alone(s, long, 3)).tokens);
+});
+
+Deno.test("scheduler on a batch-invariant model: decodes and prompt chunks share steps, tokens as alone", async () => {
+  using probe = setup(STORIES, { slots: 2, contextSize: 128, stepTokens: 32 });
+  assert.ok(probeBatchInvariance(probe.context), "stories260K's F32 matmuls sum one way");
+  using s = setup(STORIES, { slots: 2, contextSize: 128, stepTokens: 8, mixed: true });
+  const a = submit(s, [1, 403, 407], 30);
+  s.scheduler.step();
+  const long = promptOf(37, 3, 512, 1);
+  const b = submit(s, long, 3);
+  const before = s.batches.length;
+  drain(s.scheduler);
+  const steps = s.batches.slice(before);
+  const mixed = steps.filter((batch) =>
+    batch.some(([slot]) => slot === 0) && batch.some(([slot, , want]) => slot === 1 && !want)
+  );
+  assert.ok(mixed.length >= 4, `${mixed.length} steps carry a's decode and b's prompt`);
+  assert.deepEqual(a.run.tokens, (await alone(s, [1, 403, 407], 30)).tokens);
+  assert.deepEqual(b.run.tokens, (await alone(s, long, 3)).tokens);
+  // Reuse keeps all but the last prompt token.
+  const again = submit(s, long, 3);
+  drain(s.scheduler);
+  const done = again.run.events.at(-1)!;
+  assert.ok(done.type === "done" && done.cachedTokens === long.length - 1);
+  assert.deepEqual(again.run.tokens, b.run.tokens);
+});
+
+Deno.test("probeBatchInvariance: Gemma 3's K-quant matmuls depend on the batch; the server keeps strict steps", () => {
+  using model = Model.load(ensureGemma());
+  using context = new Context(model, { slots: 2, contextSize: 128, batchSize: 32, threads: 2 });
+  assert.equal(probeBatchInvariance(context), false);
+  assert.equal(context.cache.length(0) + context.cache.length(1), 0, "the probe empties its slots");
 });
 
 Deno.test("scheduler: a request continues from the longest cached prefix of a slot", async () => {

@@ -225,6 +225,7 @@ export class ChatSession {
         },
         shouldStop: () => options.signal?.aborted ?? false,
         collectText: false,
+        logprobs: false, // onToken only times the first token
       },
     );
     if (firstTokenMs === 0) firstTokenMs = performance.now() - t0;

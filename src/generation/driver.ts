@@ -64,6 +64,14 @@ export interface StartOptions {
   onEnd?: (job: Job) => void;
 }
 
+/** Options of {@linkcode Driver.of}. */
+export interface DriverOptions {
+  /** Most tokens per step; default the context's batch size. */
+  stepTokens?: number;
+  /** Let decode tokens and prompt chunks of any size share a step (see {@linkcode Driver.mixed}). */
+  mixed?: boolean;
+}
+
 /** Cumulative counters of a driver. */
 export interface DriverStats {
   /** Batches run. */
@@ -140,11 +148,16 @@ export class Job {
  */
 export const BATCH_INVARIANT_TOKENS = 8;
 
+/** Most prompt steps in a row while sequences wait to decode (see `Driver.step`). */
+const PROMPT_STEPS_IN_A_ROW = 4;
+
 /** What one step runs (see {@linkcode Driver.step}). */
 const enum StepKind {
   decode = 0,
   long = 1,
   short = 2,
+  /** Decodes and prompt chunks together (a driver with `mixed` batches). */
+  mixed = 3,
 }
 
 /** The driver of each context (one per context: it owns which slots are busy). */
@@ -155,6 +168,13 @@ export class Driver {
   readonly context: Context;
   /** Most tokens per step: decodes first, then prefill chunks. */
   readonly stepTokens: number;
+  /**
+   * Decode tokens and prompt chunks of any size share a step (llama-server's
+   * batches): only for a model whose products do not depend on the batch
+   * (`probeBatchInvariance`), else a sequence's tokens would depend on its
+   * neighbours. Default false: the steps described at {@linkcode step}.
+   */
+  readonly mixed: boolean;
   readonly #batch: Batch;
   /** Jobs in admission order (prefill goes first come, first served). */
   readonly #active: Job[] = [];
@@ -169,6 +189,8 @@ export class Driver {
   #clock = 0;
   /** The kind of step that goes first next time. */
   #turn: StepKind = StepKind.decode;
+  /** Prompt steps since the last decode step. */
+  #promptSteps = 0;
   readonly #stats: DriverStats = { steps: 0, prefillMs: 0, decodeMs: 0 };
 
   /**
@@ -176,19 +198,22 @@ export class Driver {
    * context's batch size) applies when it is made; asking for another
    * budget later throws.
    */
-  static of(context: Context, options: { stepTokens?: number } = {}): Driver {
+  static of(context: Context, options: DriverOptions = {}): Driver {
     let driver = drivers.get(context);
     if (driver === undefined) drivers.set(context, driver = new Driver(context, options));
     else if (options.stepTokens !== undefined && options.stepTokens !== driver.stepTokens) {
       throw new RangeError(
         `this context's driver steps ${driver.stepTokens} tokens, not ${options.stepTokens}`,
       );
+    } else if (options.mixed !== undefined && options.mixed !== driver.mixed) {
+      throw new RangeError(`this context's driver has mixed batches ${driver.mixed}`);
     }
     return driver;
   }
 
-  private constructor(context: Context, options: { stepTokens?: number }) {
+  private constructor(context: Context, options: DriverOptions) {
     this.context = context;
+    this.mixed = options.mixed ?? false;
     const slots = context.cache.slotCount;
     const budget = options.stepTokens ?? context.batchSize;
     if (!Number.isInteger(budget) || budget < slots || budget > context.batchSize) {
@@ -252,8 +277,8 @@ export class Driver {
     }
     const cache = this.context.cache;
     // A prompt of BATCH_INVARIANT_TOKENS or more runs at least that many, from a multiple of it.
-    const runAtLeast = Math.min(BATCH_INVARIANT_TOKENS, prompt.length);
-    const align = BATCH_INVARIANT_TOKENS;
+    const runAtLeast = this.mixed ? 1 : Math.min(BATCH_INVARIANT_TOKENS, prompt.length);
+    const align = this.mixed ? 1 : BATCH_INVARIANT_TOKENS;
     let first: number;
     if (options.slot !== undefined) {
       const slot = options.slot;
@@ -348,17 +373,28 @@ export class Driver {
   #nextKind(): StepKind | undefined {
     const min = Math.min(BATCH_INVARIANT_TOKENS, this.#batch.capacity);
     let pending = 0;
+    let finishing: StepKind | undefined; // a prompt whose rest fits one step
     for (const job of this.#active) {
       if (job.pending >= 0) pending |= 1 << StepKind.decode;
       else if (job.prefilling && job.leader === undefined) {
-        pending |= 1 << (job.prompt.length - job.next < min ? StepKind.short : StepKind.long);
+        const left = job.prompt.length - job.next;
+        const kind = left < min ? StepKind.short : StepKind.long;
+        pending |= 1 << kind;
+        if (left <= this.#batch.capacity) finishing ??= kind;
       }
     }
     if (pending === 0) return undefined;
+    // Prompts that end in one step go first, a few in a row: their sequences start
+    // generating sooner, and decoders wait at most PROMPT_STEPS_IN_A_ROW steps.
+    if (finishing !== undefined && this.#promptSteps < PROMPT_STEPS_IN_A_ROW) {
+      this.#promptSteps++;
+      return finishing;
+    }
     for (let i = 0; i < 3; i++) {
       const kind = (this.#turn + i) % 3 as StepKind;
       if (pending & (1 << kind)) {
         this.#turn = (kind + 1) % 3;
+        this.#promptSteps = kind === StepKind.decode ? 0 : this.#promptSteps + 1;
         return kind;
       }
     }
@@ -391,9 +427,9 @@ export class Driver {
     batch.clear();
     rows.length = 0;
     chunks.length = 0;
-    const kind = this.#nextKind();
+    const kind = this.mixed ? StepKind.mixed : this.#nextKind();
     if (kind === undefined) return false;
-    if (kind === StepKind.decode) {
+    if (kind === StepKind.decode || kind === StepKind.mixed) {
       for (const job of this.#active) {
         if (job.pending < 0) continue;
         batch.add(job.pending, cache.length(job.slot), job.slot, true);
@@ -407,8 +443,9 @@ export class Driver {
       for (const job of this.#active) {
         if (!job.prefilling || job.leader !== undefined) continue;
         const left = job.prompt.length - job.next;
-        if ((left < min) !== (kind === StepKind.short)) continue;
+        if (kind !== StepKind.mixed && (left < min) !== (kind === StepKind.short)) continue;
         const room = batch.capacity - batch.count;
+        if (room <= 0) break;
         let take = Math.min(room, left);
         if (kind === StepKind.long) {
           // Chunks end on multiples of `min` (they start on one) and never leave a shorter tail.
@@ -418,7 +455,9 @@ export class Driver {
             if (batch.count > 0) break;
             take = Math.min(room, left); // a budget under 2 × min: the order cannot be kept
           }
-        } else if (batch.count > 0 && batch.count + take >= min) break;
+        } else if (kind === StepKind.short && batch.count > 0 && batch.count + take >= min) {
+          break;
+        }
         const prompt = job.prompt, last = prompt.length - 1, end = job.next + take;
         for (let i = job.next; i < end; i++) batch.add(prompt[i], i, job.slot, i === last);
         job.timings.prefillTokens += take;

@@ -88,6 +88,8 @@ export interface GenerateOptions {
   collectText?: boolean;
   /** Logit processors (logit bias, ...), run in order before the sampler. */
   processors?: readonly LogitProcessor[];
+  /** Compute each token event's `logprob` (default: when `onToken` is given). */
+  logprobs?: boolean;
 }
 
 /** The outcome of one generation. */
@@ -159,6 +161,7 @@ export async function generate(
     onToken: options.onToken,
     collectText: options.collectText,
     processors: options.processors,
+    logprobs: options.logprobs,
   });
   const driver = Driver.of(context);
   const job = driver.start(sequence, prompt, { slot: target.slot ?? 0 });

@@ -7,7 +7,9 @@
  * @module
  */
 export {
+  BATCH_INVARIANT_TOKENS,
   Driver,
+  type DriverOptions,
   type DriverStats,
   type GenerationTimings,
   Job,
@@ -22,6 +24,7 @@ export {
   type GenerationTokenizer,
   promptTokens,
 } from "./generate.ts";
+export { probeBatchInvariance } from "./invariance.ts";
 export { LogitBias, type LogitProcessor } from "./processors.ts";
 export {
   logSoftmaxAt,

@@ -82,7 +82,7 @@ export interface TokenEvent {
   /**
    * Natural log of the token's probability under the raw softmax of the
    * model's logits (before logit processors, penalties, temperature and
-   * truncation); computed when `onToken` is given, else 0.
+   * truncation); 0 unless the sequence computes log-probabilities.
    */
   logprob: number;
   /** The `topLogprobs` most likely tokens under the same softmax, best first (when asked for). */
@@ -107,6 +107,11 @@ export interface SequenceOptions {
   collectText?: boolean;
   /** Keep generating past end-of-generation tokens (llama.cpp's `ignore_eos`, for benchmarks). */
   ignoreEos?: boolean;
+  /**
+   * Compute each event's `logprob` (a pass over the vocabulary per token);
+   * default true when `onToken` is given, else 0 is reported.
+   */
+  logprobs?: boolean;
   /** -1 (default): no alternatives; k >= 0: each event's `top` lists the k likeliest tokens. */
   topLogprobs?: number;
   /** Run on a copy of each logits row, in order, before the sampler. */
@@ -161,6 +166,7 @@ export class Sequence {
   readonly #collect: boolean;
   readonly #ignoreEos: boolean;
   readonly #topLogprobs: number;
+  readonly #logprobs: boolean;
   readonly #processors: readonly LogitProcessor[];
   /** The processed copy of a logits row (made on the first step that needs it). */
   #scratch: Float32Array | undefined;
@@ -188,6 +194,7 @@ export class Sequence {
       );
     }
     this.#topLogprobs = top;
+    this.#logprobs = top >= 0 || (options.logprobs ?? options.onToken !== undefined);
     this.#processors = options.processors ?? [];
     this.#stops = new StopMatcher(options.stop ?? [], (piece) => {
       this.#released += piece;
@@ -257,7 +264,7 @@ export class Sequence {
       return id;
     }
     const e = this.#event;
-    if (this.#onToken !== undefined) {
+    if (this.#logprobs) {
       const lse = logSumExp(logits);
       e.logprob = logits[id] - lse;
       if (this.#topLogprobs >= 0) {

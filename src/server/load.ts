@@ -8,6 +8,7 @@ import { basename } from "node:path";
 import { prepareLibrary } from "../native/locate.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
 import type { LlmOptions } from "../llm/mod.ts";
+import { probeBatchInvariance } from "../generation/mod.ts";
 import { Context, Model } from "../model/mod.ts";
 import { LocalBackend } from "./backend.ts";
 import type { ChatRenderer } from "./chat_prompt.ts";
@@ -100,7 +101,8 @@ export async function loadBackend(
       context,
       backendTokenizer,
       render,
-      { stepTokens: options.stepTokens },
+      // Decodes and prompt chunks share batches only where that changes no token.
+      { stepTokens: options.stepTokens, mixed: probeBatchInvariance(context) },
       options.inbox,
     );
   } catch (error) {

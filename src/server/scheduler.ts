@@ -3,9 +3,9 @@
  * in front of the {@linkcode Driver} of one multi-slot {@linkcode Context}.
  * A request is admitted when its `n` choices find free slots; the driver
  * places it where the KV cache keeps the longest prefix of its prompt (a
- * multi-turn chat re-sends its history), batches one token of every
- * generating sequence with prefill chunks of new ones each step, and its
- * `n` choices share one prefill. Each choice is a {@linkcode Sequence} —
+ * multi-turn chat re-sends its history), runs a token of every generating
+ * sequence and prompt chunks of new ones (in one batch when the model is
+ * batch-invariant, else in turns), and its `n` choices share one prefill. Each choice is a {@linkcode Sequence} —
  * the same per-sequence code as `dotllm run` — so a greedy reply here
  * equals `dotllm run` for the same prompt tokens.
  *
@@ -131,6 +131,11 @@ export interface SchedulerOptions {
    * keep flowing while a long prompt is read.
    */
   stepTokens?: number;
+  /**
+   * Decode tokens and prompt chunks share steps (`Driver.mixed`): only for a
+   * model `probeBatchInvariance` passed. Default false.
+   */
+  mixed?: boolean;
 }
 
 /** Most `top_logprobs` (OpenAI's limit). */
@@ -169,6 +174,7 @@ export class Scheduler {
     this.context = context;
     this.driver = Driver.of(context, {
       stepTokens: Math.min(context.batchSize, options.stepTokens ?? 256),
+      mixed: options.mixed ?? false,
     });
     this.#samplerWorkspace = new SamplerWorkspace(context.model.config.vocabSize);
     this.#tokenizer = tokenizer;
@@ -255,6 +261,7 @@ export class Scheduler {
       capacity: this.context.contextSize - p.prompt.length + 1,
       stop: p.stop,
       ignoreEos: p.ignoreEos,
+      logprobs: top >= 0,
       topLogprobs: top,
       processors,
       collectText: false,
@@ -268,7 +275,7 @@ export class Scheduler {
           index,
           token: e.token,
           text: e.text,
-          logprob: top >= 0 ? e.logprob : 0,
+          logprob: e.logprob,
           top: e.top?.map((t) => ({
             token: t.token,
             text: this.#tokenizer.tokenToPiece(t.token),
