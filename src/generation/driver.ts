@@ -418,8 +418,10 @@ export class Driver {
    * `BATCH_INVARIANT_TOKENS` (absolute positions, so also alone), a
    * prompt's ragged end last in its batch, and never a tail shorter than
    * that. A sequence then gets the same tokens alone or beside others, from
-   * any cached prefix (while fewer than `BATCH_INVARIANT_TOKENS` sequences
-   * generate at once: more share a batch of that size).
+   * any cached prefix, while at most 3 sequences generate at once (a decode
+   * batch of 4 or more takes llama.cpp's repacked GEMM on some types, of 8
+   * or more its tiled order). A driver with {@linkcode mixed} batches (a
+   * model `probeBatchInvariance` passed) puts everything in one batch.
    */
   step(): boolean {
     const batch = this.#batch, rows = this.#rows, chunks = this.#chunks;
