@@ -140,9 +140,9 @@ Deno.test({
           });
           const cached = (again.usage as { prompt_tokens_details?: { cached_tokens?: number } })
             ?.prompt_tokens_details?.cached_tokens ?? 0;
-          // All but the last 8 prompt tokens, from a multiple of 8 (the batch-invariant order).
-          const prompt = again.usage?.prompt_tokens ?? 0;
-          assert.equal(cached, prompt - 8 - (prompt - 8) % 8);
+          // All but the last token: this model's Q8_0 and F32 matmuls do not depend on the
+          // batch, so the server batches freely (probeBatchInvariance) and keeps any prefix.
+          assert.equal(cached, (again.usage?.prompt_tokens ?? 0) - 1);
         },
       );
 
