@@ -20,6 +20,20 @@ export function oneLine(message: string): string {
   return message.replace(/\s*\n\s*/g, " ").trim();
 }
 
+/**
+ * What `--chat-template VALUE` names: a built-in's name as it is, else the
+ * Jinja file's text (a file that cannot be read is one line).
+ */
+export function templateSpec(value: string): string {
+  if (isBuiltinTemplateName(value)) return value;
+  try {
+    return readFileSync(value, "utf8");
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    throw new Error(`cannot read chat template file "${value}"${code ? `: ${code}` : ""}`);
+  }
+}
+
 /** The template for `--chat-template VALUE` (undefined: the model's own) and the model at `modelPath`. */
 export function cliChatTemplate(
   gguf: Gguf,
@@ -27,15 +41,7 @@ export function cliChatTemplate(
   value: string | undefined,
   modelPath: string,
 ): ChatTemplate {
-  let spec = value;
-  if (value !== undefined && !isBuiltinTemplateName(value)) {
-    try {
-      spec = readFileSync(value, "utf8");
-    } catch (error) {
-      const code = (error as { code?: string }).code;
-      throw new Error(`cannot read chat template file "${value}"${code ? `: ${code}` : ""}`);
-    }
-  }
+  const spec = value === undefined ? undefined : templateSpec(value);
   try {
     return chatTemplateFor(gguf, tokenizer, spec);
   } catch (error) {

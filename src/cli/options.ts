@@ -15,7 +15,6 @@
  *
  * @module
  */
-import { readFileSync } from "node:fs";
 import type { ParseArgsConfig } from "node:util";
 import { BUILTIN_TEMPLATES, ChatTemplate, isBuiltinTemplateName } from "../chat/mod.ts";
 import { resolveModel } from "../hub/resolve.ts";
@@ -26,6 +25,7 @@ import {
   resolveSamplerParams,
   type SamplerParams,
 } from "../sampler/mod.ts";
+import { oneLine, templateSpec } from "./_chat_template.ts";
 import { type OptionValues, UsageError } from "./command.ts";
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
@@ -434,22 +434,13 @@ export function parseChatTemplateOptions(values: OptionValues): ChatTemplateOpti
  * file read whole; checked to parse. Failures are one line.
  */
 export function chatTemplateSource(value: string): string {
-  let source: string;
-  if (isBuiltinTemplateName(value)) {
-    source = BUILTIN_TEMPLATES[value];
-  } else {
-    try {
-      source = readFileSync(value, "utf8");
-    } catch (error) {
-      const code = (error as { code?: string }).code;
-      throw new Error(`cannot read chat template file "${value}"${code ? `: ${code}` : ""}`);
-    }
-  }
+  const spec = templateSpec(value);
+  const source = isBuiltinTemplateName(spec) ? BUILTIN_TEMPLATES[spec] : spec;
   try {
     ChatTemplate.fromSpec(source, { bosToken: "", eosToken: "" });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    throw new Error(`"${value}": ${message}`.replace(/\s*\n\s*/g, " ").trim());
+    throw new Error(oneLine(`"${value}": ${message}`));
   }
   return source;
 }
