@@ -16,24 +16,21 @@ import { createInterface, type Interface } from "node:readline";
 import { isatty } from "node:tty";
 import { ChatSession, ChatTemplateError, type ChatTurn } from "../chat/mod.ts";
 import { GgufError } from "../gguf/reader.ts";
-import { type CacheType, ModelError } from "../model/mod.ts";
+import { ModelError } from "../model/mod.ts";
 import { Llm } from "../llm/mod.ts";
-import { randomSeed, type SamplerParams } from "../sampler/mod.ts";
 import { TokenizerError } from "../tokenizer/mod.ts";
 import { cliChatTemplate, oneLine } from "./_chat_template.ts";
 import {
   aliasesOf,
   CHAT_TEMPLATE_GROUP,
   CONTEXT_GROUP,
+  type GenerationArgs,
   helpLines,
   MODEL_ARG_HELP,
   MODEL_GROUP,
   modelPath,
   optionsOf,
-  parseChatTemplateOptions,
-  parseContextOptions,
-  parseModelOptions,
-  parseSamplingOptions,
+  parseGenerationArgs,
   SAMPLING_GROUP,
   withFlagNamesAsync,
 } from "./options.ts";
@@ -61,42 +58,15 @@ ${helpLines(CHAT_TEMPLATE_GROUP.help)}${
   -h, --help               this help
 `;
 
-interface ChatArgs {
+interface ChatArgs extends GenerationArgs {
   model: string;
-  system?: string;
-  template?: string;
-  nPredict: number;
-  threads: number;
-  sampling: SamplerParams;
-  seed: number;
-  contextSize?: number;
-  batchSize: number;
-  cacheType: CacheType;
-  repack: boolean;
   quiet: boolean;
 }
 
 function parseChatArgs(values: OptionValues, positionals: string[]): ChatArgs {
   if (positionals.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
-  const model = parseModelOptions(values);
-  const context = parseContextOptions(values);
-  const sampling = parseSamplingOptions(values);
-  const template = parseChatTemplateOptions(values);
-  return {
-    model: positionals[0],
-    system: template.system,
-    template: template.template,
-    nPredict: sampling.nPredict ?? -1,
-    threads: model.threads,
-    repack: model.repack,
-    sampling: sampling.sampling,
-    seed: sampling.seed ?? randomSeed(),
-    contextSize: context.contextSize,
-    batchSize: context.batchSize ?? 512,
-    cacheType: context.cacheType,
-    quiet: values.quiet === true,
-  };
+  return { model: positionals[0], ...parseGenerationArgs(values), quiet: values.quiet === true };
 }
 
 async function loadModel(args: ChatArgs): Promise<Llm> {

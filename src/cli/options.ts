@@ -22,6 +22,7 @@ import type { CacheType } from "../model/mod.ts";
 import {
   checkSeed,
   DEFAULT_SAMPLER_PARAMS,
+  randomSeed,
   resolveSamplerParams,
   type SamplerParams,
 } from "../sampler/mod.ts";
@@ -427,6 +428,42 @@ export interface ChatTemplateOptions {
 /** Parses the chat template group. */
 export function parseChatTemplateOptions(values: OptionValues): ChatTemplateOptions {
   return { template: str(values, "chat-template"), system: str(values, "system-prompt") };
+}
+
+/** What a generating command (`run`, `chat`) reads of the four groups, resolved. */
+export interface GenerationArgs {
+  nPredict: number;
+  threads: number;
+  repack: boolean;
+  sampling: SamplerParams;
+  /** The given seed, or a random one. */
+  seed: number;
+  contextSize?: number;
+  batchSize: number;
+  cacheType: CacheType;
+  /** `-sys` and `--chat-template` as given. */
+  system?: string;
+  template?: string;
+}
+
+/** Parses the model, context, sampling and chat template groups of a generating command. */
+export function parseGenerationArgs(values: OptionValues): GenerationArgs {
+  const model = parseModelOptions(values);
+  const context = parseContextOptions(values);
+  const sampling = parseSamplingOptions(values);
+  const template = parseChatTemplateOptions(values);
+  return {
+    nPredict: sampling.nPredict ?? -1,
+    threads: model.threads,
+    repack: model.repack,
+    sampling: sampling.sampling,
+    seed: sampling.seed ?? randomSeed(),
+    contextSize: context.contextSize,
+    batchSize: context.batchSize ?? 512,
+    cacheType: context.cacheType,
+    system: template.system,
+    template: template.template,
+  };
 }
 
 /**

@@ -11,8 +11,7 @@ import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
 import type { GenerationResult } from "../generation/mod.ts";
 import { Llm } from "../llm/mod.ts";
-import { type CacheType, describeArchitecture, ModelError } from "../model/mod.ts";
-import { randomSeed, type SamplerParams } from "../sampler/mod.ts";
+import { describeArchitecture, ModelError } from "../model/mod.ts";
 import { TokenizerError } from "../tokenizer/vocab.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
@@ -21,15 +20,13 @@ import {
   aliasesOf,
   CHAT_TEMPLATE_GROUP,
   CONTEXT_GROUP,
+  type GenerationArgs,
   helpLines,
   MODEL_ARG_HELP,
   MODEL_GROUP,
   modelPath,
   optionsOf,
-  parseChatTemplateOptions,
-  parseContextOptions,
-  parseModelOptions,
-  parseSamplingOptions,
+  parseGenerationArgs,
   SAMPLING_GROUP,
   str,
   withFlagNamesAsync,
@@ -58,20 +55,11 @@ ${
   -h, --help               this help
 `;
 
-interface RunArgs {
+interface RunArgs extends Omit<GenerationArgs, "system" | "template"> {
   model: string;
   prompt: string;
-  nPredict: number;
-  threads: number;
-  sampling: SamplerParams;
-  seed: number;
-  contextSize?: number;
-  batchSize: number;
-  cacheType: CacheType;
   stop: string[];
   echo: boolean;
-  /** Repack weights at load (`--no-repack` says no). */
-  repack: boolean;
   json: boolean;
   quiet: boolean;
   /** `--chat`: the prompt is one user turn (with `--system`) through this template (undefined: the model's). */
@@ -110,31 +98,21 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
   if (positionals.length > 1) {
     throw new UsageError(`unexpected argument "${positionals[1]}" (quote the prompt after -p)`);
   }
-  const model = parseModelOptions(values);
-  const context = parseContextOptions(values);
-  const sampling = parseSamplingOptions(values);
-  const template = parseChatTemplateOptions(values);
+  const { system, template, ...generation } = parseGenerationArgs(values);
   const stop = values.stop === undefined ? [] : (values.stop as string[]).map(String);
   if (stop.some((s) => s.length === 0)) throw new UsageError("--stop needs a non-empty string");
   const args: RunArgs = {
     model: positionals[0],
     prompt: "",
-    nPredict: sampling.nPredict ?? -1,
-    threads: model.threads,
-    sampling: sampling.sampling,
-    seed: sampling.seed ?? randomSeed(),
-    contextSize: context.contextSize,
-    batchSize: context.batchSize ?? 512,
-    cacheType: context.cacheType,
+    ...generation,
     stop,
     echo: values.echo === true,
-    repack: model.repack,
     json: values.json === true,
     quiet: values.quiet === true,
   };
   if (values.chat === true) {
-    args.chat = { system: template.system, template: template.template };
-  } else if (template.system !== undefined || template.template !== undefined) {
+    args.chat = { system, template };
+  } else if (system !== undefined || template !== undefined) {
     throw new UsageError("-sys/--system-prompt and --chat-template need --chat");
   }
   args.prompt = readPrompt(values);
