@@ -150,6 +150,12 @@ Deno.test("generate: EOG, context full and interrupt end generation with their r
     generate(model, tokenizer, new Sampler(512, {}, 1), { prompt: new Array(9).fill(1) }),
     /the prompt is 9 tokens, longer than the context of 8/,
   );
+  // A prompt that fills the context: one token sampled after it, then the context ends it.
+  const filled = await generate(model, tokenizer, new Sampler(512, { temperature: 0 }, 1), {
+    prompt: [1, 403, 407, 261, 378, 300, 301, 302],
+  });
+  assert.equal(filled.finishReason, "context");
+  assert.equal(filled.tokens.length, 1);
 });
 
 Deno.test("generate: the same seed gives the same sampled tokens", async () => {

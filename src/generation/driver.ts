@@ -250,7 +250,7 @@ export class Driver {
   }
 
   /**
-   * Starts `sequence` after `prompt` (token ids, non-empty, shorter than the
+   * Starts `sequence` after `prompt` (token ids, non-empty, at most the
    * context): picks its slot (or takes `options.slot`), keeps what the
    * cache allows of the slot's prefix, and feeds the prompt to the sampler.
    * Throws `RangeError` for a bad prompt or slot, `Error` when no slot is free.
@@ -323,9 +323,9 @@ export class Driver {
   #checkPrompt(prompt: Int32Array): void {
     const n = prompt.length;
     if (n === 0) throw new RangeError("the prompt is empty");
-    if (n >= this.context.contextSize) {
+    if (n > this.context.contextSize) {
       throw new RangeError(
-        `the prompt is ${n} tokens; the context holds ${this.context.contextSize} per sequence`,
+        `the prompt is ${n} tokens, longer than the context of ${this.context.contextSize}`,
       );
     }
     const V = this.context.model.config.vocabSize;
