@@ -228,7 +228,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "serve: n = 2 gives two choices, the same two again for the same seed (needs the core)",
+  name: "serve: n = 2 gives two choices, the same two again for the same seed",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -286,7 +286,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "serve: logit_bias -100 keeps greedy output's first token out (needs the core)",
+  name: "serve: logit_bias -100 keeps greedy output's first token out",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
