@@ -239,11 +239,6 @@ export class Driver {
     return this.#active.length > 0;
   }
 
-  /** Jobs running (prefilling, generating, or waiting for their first choice's prompt). */
-  get jobCount(): number {
-    return this.#active.length;
-  }
-
   /** Cumulative counters. */
   stats(): DriverStats {
     return { ...this.#stats };
@@ -270,7 +265,7 @@ export class Driver {
     prompt: Int32Array,
     options: StartOptions = {},
   ): Job[] {
-    this.#checkPrompt(prompt);
+    this.checkPrompt(prompt);
     if (sequences.length === 0) throw new RangeError("startChoices needs at least one sequence");
     if (sequences.length > this.freeSlots) {
       throw new Error(`${sequences.length} sequences need free slots; ${this.freeSlots} are free`);
@@ -320,7 +315,11 @@ export class Driver {
     return jobs;
   }
 
-  #checkPrompt(prompt: Int32Array): void {
+  /**
+   * Throws `RangeError` for a prompt the driver cannot start: empty, longer
+   * than the context, or holding an id outside the vocabulary.
+   */
+  checkPrompt(prompt: ArrayLike<number>): void {
     const n = prompt.length;
     if (n === 0) throw new RangeError("the prompt is empty");
     if (n > this.context.contextSize) {

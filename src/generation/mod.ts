@@ -27,7 +27,6 @@ export {
 export { probeBatchInvariance } from "./invariance.ts";
 export { LogitBias, type LogitProcessor } from "./processors.ts";
 export {
-  logSoftmaxAt,
   logSumExp,
   Sequence,
   type SequenceOptions,

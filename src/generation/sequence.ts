@@ -127,11 +127,6 @@ export function logSumExp(logits: Float32Array): number {
   return max + Math.log(sum);
 }
 
-/** Natural log of softmax(logits)[id], computed stably; allocates nothing. */
-export function logSoftmaxAt(logits: Float32Array, id: number): number {
-  return logits[id] - logSumExp(logits);
-}
-
 /** The ids of the `k` largest logits, best first (ties: lower id first). */
 export function topIds(logits: Float32Array, k: number): number[] {
   const ids: number[] = [];

@@ -20,7 +20,7 @@ import type { SamplerParams } from "../sampler/mod.ts";
 import { randomSeed } from "../sampler/mod.ts";
 import type { GenerateInput } from "./backend.ts";
 import type { ChatMessage } from "./chat_prompt.ts";
-import { MAX_TOP_LOGPROBS } from "./scheduler.ts";
+import { TOP_LOGPROBS_MAX } from "../generation/mod.ts";
 
 /** An error answered as OpenAI's `{ "error": { message, type, param, code } }`. */
 export class ApiError extends Error {
@@ -53,9 +53,6 @@ export type RequestDefaults = Partial<SamplerParams> & {
   /** `-sys`: a system message put first in chat requests that have none. */
   system?: string;
 };
-
-/** The former name of {@linkcode RequestDefaults}. */
-export type SamplingDefaults = RequestDefaults;
 
 /** What a request may ask for, from the loaded model and the server's slots. */
 export interface RequestLimits {
@@ -401,7 +398,7 @@ export function parseChatRequest(
   const messages = withSystem(parseMessages(b.messages), defaults.system);
   const c = common(b, defaults, limits);
   const logprobs = optBoolean(b, "logprobs") ?? false;
-  const top = optInteger(b, "top_logprobs", 0, MAX_TOP_LOGPROBS);
+  const top = optInteger(b, "top_logprobs", 0, TOP_LOGPROBS_MAX);
   if (top !== undefined && !logprobs) bad("top_logprobs", "needs logprobs: true");
   return {
     input: {
@@ -445,7 +442,7 @@ export function parseCompletionRequest(
   }
   const c = common(b, defaults, limits);
   // Legacy completions: `logprobs` is the number of alternatives (0..5 in OpenAI; 20 here).
-  const lp = optInteger(b, "logprobs", 0, MAX_TOP_LOGPROBS);
+  const lp = optInteger(b, "logprobs", 0, TOP_LOGPROBS_MAX);
   return {
     input: {
       prompt,

@@ -29,7 +29,6 @@ import {
   type LogitProcessor,
   Sequence,
   type SequenceTokenizer,
-  TOP_LOGPROBS_MAX,
 } from "../generation/mod.ts";
 import type { Context } from "../model/mod.ts";
 import { Sampler, type SamplerParams, SamplerWorkspace } from "../sampler/mod.ts";
@@ -138,9 +137,6 @@ export interface SchedulerOptions {
   mixed?: boolean;
 }
 
-/** Most `top_logprobs` (OpenAI's limit). */
-export const MAX_TOP_LOGPROBS = TOP_LOGPROBS_MAX;
-
 interface Request {
   readonly id: number;
   readonly params: SequenceParams;
@@ -202,14 +198,16 @@ export class Scheduler {
     };
     const prompt = params.prompt, n = prompt.length;
     const ctx = this.context.contextSize, V = this.context.model.config.vocabSize;
-    if (n === 0) return fail("the prompt is empty");
+    // A reply needs room for a token: the server refuses a prompt that fills the context.
     if (n >= ctx) {
       return fail(
         `the prompt is ${n} tokens; the context holds ${ctx} per slot (raise the server's context size)`,
       );
     }
-    for (const t of prompt) {
-      if (!(t >= 0 && t < V)) return fail(`token id ${t} is outside the vocabulary`);
+    try {
+      this.driver.checkPrompt(prompt);
+    } catch (error) {
+      return fail((error as Error).message);
     }
     const choices = params.n ?? 1;
     if (!Number.isInteger(choices) || choices < 1 || choices > this.slotCount) {
