@@ -114,12 +114,11 @@ function yieldToEventLoop(): Promise<void> {
 }
 
 /**
- * Tokenizes `prompt` for a context: BOS added as the model says, special
- * tokens parsed (llama.cpp's defaults); an empty prompt becomes BOS alone.
- * Throws `RangeError` when the prompt does not fit the context.
+ * Tokenizes `prompt`: BOS added as the model says, special tokens parsed
+ * (llama.cpp's defaults); an empty prompt becomes BOS alone. Throws
+ * `RangeError` for an empty prompt when the model has no BOS.
  */
 export function promptTokens(
-  target: { readonly contextSize: number },
   tokenizer: GenerationTokenizer,
   prompt: string | ArrayLike<number>,
 ): Int32Array {
@@ -129,11 +128,6 @@ export function promptTokens(
   const bos = tokenizer.bos ?? -1;
   if (ids.length === 0 && bos >= 0) ids = Int32Array.of(bos);
   if (ids.length === 0) throw new RangeError("the prompt is empty and the model has no BOS token");
-  if (ids.length > target.contextSize) {
-    throw new RangeError(
-      `the prompt is ${ids.length} tokens, longer than the context of ${target.contextSize}`,
-    );
-  }
   return ids;
 }
 
@@ -151,7 +145,9 @@ export async function generate(
   options: GenerateOptions,
 ): Promise<GenerationResult> {
   const context = target.context;
-  const prompt = promptTokens(context, tokenizer, options.prompt);
+  const prompt = promptTokens(tokenizer, options.prompt);
+  const driver = Driver.of(context);
+  driver.checkPrompt(prompt); // before the sequence is sized for what the context leaves
   const sequence = new Sequence(tokenizer, {
     sampler,
     maxTokens: options.maxTokens,
@@ -163,7 +159,6 @@ export async function generate(
     processors: options.processors,
     logprobs: options.logprobs,
   });
-  const driver = Driver.of(context);
   const job = driver.start(sequence, prompt, { slot: target.slot ?? 0 });
   const shouldStop = options.shouldStop;
   let lastYield = performance.now();
