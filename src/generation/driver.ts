@@ -88,7 +88,7 @@ export class Job {
   /** Prompt tokens the slot already held, or copied from the first choice's slot. */
   readonly reused: number;
   readonly timings: GenerationTimings;
-  /** Set when a batch holding this job's tokens failed; the job has ended. */
+  /** Set when a batch holding this job's tokens failed, or its sampling did; the job has ended. */
   error: Error | undefined;
   /** Next prompt index to run; `prompt.length` once the prompt is in. */
   next: number;
@@ -512,7 +512,17 @@ export class Driver {
 
   #sample(job: Job, logits: Float32Array): void {
     const t0 = performance.now();
-    const id = job.sequence.step(logits);
+    let id: number;
+    try {
+      id = job.sequence.step(logits);
+    } catch (error) {
+      // A logit processor failed (a grammar no token can continue): this job ends, the others go on.
+      job.error = error instanceof Error ? error : new Error(String(error));
+      job.sequence.end("interrupted");
+      job.pending = -1;
+      this.#end(job);
+      return;
+    }
     job.timings.samplingMs += performance.now() - t0;
     if (id >= 0) job.timings.sampledTokens++;
     if (!job.sequence.finished && this.context.cache.length(job.slot) >= this.context.contextSize) {

@@ -19,8 +19,15 @@
 export interface LogitProcessor {
   /** Changes `logits` (a copy of the model's row, vocabulary-sized) in place. */
   process(logits: Float32Array): void;
-  /** The token the sequence took after `process` (prompt tokens are not shown). */
+  /** The token the sequence took (prompt tokens are not shown). */
   accept?(token: number): void;
+  /**
+   * A processor that only forbids tokens may offer this cheap check of one
+   * token. The sequence then samples without running `process`, and runs it
+   * (and samples again) only when the sampled token is not allowed —
+   * llama.cpp's grammar fast path, which picks the same token.
+   */
+  allows?(token: number): boolean;
 }
 
 /** Adds a fixed bias to some tokens' logits (OpenAI's and llama.cpp's `logit_bias`). */

@@ -163,6 +163,8 @@ export class Sequence {
   readonly #topLogprobs: number;
   readonly #logprobs: boolean;
   readonly #processors: readonly LogitProcessor[];
+  /** How many processors offer a one-token check. */
+  readonly #checks: number;
   /** The processed copy of a logits row (made on the first step that needs it). */
   #scratch: Float32Array | undefined;
   #released = "";
@@ -191,6 +193,7 @@ export class Sequence {
     this.#topLogprobs = top;
     this.#logprobs = top >= 0 || (options.logprobs ?? options.onToken !== undefined);
     this.#processors = options.processors ?? [];
+    this.#checks = this.#processors.filter((p) => p.allows !== undefined).length;
     this.#stops = new StopMatcher(options.stop ?? [], (piece) => {
       this.#released += piece;
       if (this.#collect) this.#text += piece;
@@ -252,7 +255,8 @@ export class Sequence {
       this.end("length");
       return -1;
     }
-    const id = this.sampler.sample(this.#process(logits));
+    let id = this.sampler.sample(this.#process(logits, false));
+    if (this.#checks && !this.#allowed(id)) id = this.sampler.sample(this.#process(logits, true));
     for (const p of this.#processors) p.accept?.(id);
     if (!this.#ignoreEos && this.#tokenizer.isEog(id)) {
       this.end("stop");
@@ -282,13 +286,25 @@ export class Sequence {
     return id;
   }
 
-  /** The row the sampler sees: `logits` itself, or a processed copy when there are processors. */
-  #process(logits: Float32Array): Float32Array {
-    if (this.#processors.length === 0) return logits;
+  /**
+   * The row the sampler sees: `logits` itself, or a processed copy when
+   * there are processors to run. Processors with a one-token check run only
+   * when `all` (after the sampled token failed that check).
+   */
+  #process(logits: Float32Array, all: boolean): Float32Array {
+    if (this.#processors.length === 0 || (!all && this.#checks === this.#processors.length)) {
+      return logits;
+    }
     const row = this.#scratch ??= new Float32Array(logits.length);
     row.set(logits);
-    for (const p of this.#processors) p.process(row);
+    for (const p of this.#processors) if (all || p.allows === undefined) p.process(row);
     return row;
+  }
+
+  /** True when every processor with a one-token check allows `id`. */
+  #allowed(id: number): boolean {
+    for (const p of this.#processors) if (p.allows !== undefined && !p.allows(id)) return false;
+    return true;
   }
 
   /** Ends generation for `reason` (e.g. the context is full, or an interrupt) and flushes the text. */
