@@ -404,19 +404,21 @@ export class SchemaConverter {
     if (optional.length > 0) {
       rule += " (";
       if (required.length > 0) rule += ' "," space ( ';
-      const recursiveRefs = (ks: PropertyRef[], firstIsOptional: boolean): string => {
-        const k = ks[0];
-        const commaRef = '( "," space ' + k.kv + " )";
-        let res = firstIsOptional
-          ? commaRef + (k.additional ? "*" : "?")
-          : k.kv + (k.additional ? " " + commaRef + "*" : "");
-        if (ks.length > 1) {
-          const rest = recursiveRefs(ks.slice(1), true);
-          res += " " + this.addRule(prefix + k.name + "-rest", rest);
-        }
-        return res;
-      };
-      rule += optional.map((_, i) => recursiveRefs(optional.slice(i), false)).join(" | ");
+      // llama.cpp recurses over every suffix of the optional properties; the rules of a
+      // suffix do not depend on where it starts, so each is built once, the last first
+      // (the order llama.cpp adds them in, which decides clash renaming)
+      const restRule: string[] = new Array(optional.length).fill("");
+      const commaRef = (k: PropertyRef) => '( "," space ' + k.kv + " )";
+      for (let i = optional.length - 2; i >= 0; i--) {
+        const next = optional[i + 1];
+        const body = commaRef(next) + (next.additional ? "*" : "?") +
+          (restRule[i + 1] === "" ? "" : " " + restRule[i + 1]);
+        restRule[i] = this.addRule(prefix + optional[i].name + "-rest", body);
+      }
+      rule += optional.map((k, i) =>
+        k.kv + (k.additional ? " " + commaRef(k) + "*" : "") +
+        (restRule[i] === "" ? "" : " " + restRule[i])
+      ).join(" | ");
       if (required.length > 0) rule += " )";
       rule += " )?";
     }

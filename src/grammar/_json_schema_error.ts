@@ -43,6 +43,11 @@ export function childPath(path: string, ...tokens: (string | number)[]): string 
   return path + tokens.map((t) => "/" + pointerToken(t)).join("");
 }
 
+/** A long pointer with its middle elided, so that messages stay short. */
+function shortened(path: string): string {
+  return path.length <= 160 ? path : path.slice(0, 60) + "/…" + path.slice(-90);
+}
+
 /**
  * A schema the converter refuses: invalid, beyond a limit, or asking for a constraint the
  * grammar cannot enforce. The message is one line and names the keyword and where it is:
@@ -57,7 +62,7 @@ export class SchemaError extends Error {
 
   /** `detail` completes the sentence after the keyword and the place, e.g. "is not supported". */
   constructor(path: string, keyword: string, detail: string) {
-    const where = path === "" ? "the root" : path;
+    const where = path === "" ? "the root" : shortened(path);
     const what = keyword === "" ? `the schema at ${where}` : `"${keyword}" at ${where}`;
     super(`json schema: ${what} ${detail}`.replace(/[\r\n]+/g, " "));
     this.name = "SchemaError";
