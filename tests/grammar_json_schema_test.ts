@@ -629,6 +629,20 @@ Deno.test("hostile schemas end fast with a clear error naming the limit", () => 
   cyclic.properties = { self: cyclic };
   refusedQuickly(() => jsonSchemaToGrammar(cyclic), "MAX_SCHEMA_DEPTH");
   refusedQuickly(() => jsonSchemaToGrammar({ const: undefined }), "not JSON");
+  // keys that name Object.prototype members are plain keys
+  for (const key of ["toString", "constructor", "__proto__", "hasOwnProperty"]) {
+    const e = refusedQuickly(() => jsonSchemaToGrammar(JSON.parse(`{"${key}": {}}`)), "not a JSON");
+    assert.equal(e.keyword, key);
+    refusedQuickly(() => jsonSchemaToGrammar({ format: key }), "is not supported");
+    refusedQuickly(() => jsonSchemaToGrammar({ $ref: "#/" + key }), "not found");
+  }
+  const proto = JSON.parse(
+    '{"properties": {"__proto__": {"type": "integer"}}, "required": ["__proto__"]}',
+  );
+  assert.match(
+    jsonSchemaToGrammar(proto),
+    /^-proto--kv ::= "\\"__proto__\\"" space ":" space integer$/m,
+  );
   refusedQuickly(() => jsonSchemaToGrammar({ enum: [() => 1] }), "not JSON");
 });
 

@@ -317,7 +317,7 @@ export class SchemaConverter {
     let refName = "ref" + fragment.replace(INVALID_RULE_CHARS, "-");
     if (!this.#rules.has(refName) && !this.#refsBeingResolved.has(node.ref)) {
       if (node.target === null) {
-        throw new SchemaError(node.path, "$ref", `"${node.ref}" cannot be resolved`);
+        throw new SchemaError(node.path, "$ref", `cannot be resolved: "${node.ref}"`);
       }
       this.#refsBeingResolved.add(node.ref);
       refName = this.visit(node.target, refName);

@@ -35,12 +35,12 @@ export const IGNORED_KEYWORDS: ReadonlySet<string> = new Set([
 ]);
 
 /** The instance types each type-specific keyword applies to; on other types it is vacuous. */
-const APPLIES_TO: Record<string, readonly ValueType[]> = {};
+const APPLIES_TO = new Map<string, readonly ValueType[]>();
 const NUMERIC: readonly ValueType[] = ["number", "integer"];
 for (const k of ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]) {
-  APPLIES_TO[k] = NUMERIC;
+  APPLIES_TO.set(k, NUMERIC);
 }
-for (const k of ["minLength", "maxLength", "pattern", "format"]) APPLIES_TO[k] = ["string"];
+for (const k of ["minLength", "maxLength", "pattern", "format"]) APPLIES_TO.set(k, ["string"]);
 for (
   const k of [
     "items",
@@ -54,7 +54,7 @@ for (
     "maxContains",
     "unevaluatedItems",
   ]
-) APPLIES_TO[k] = ["array"];
+) APPLIES_TO.set(k, ["array"]);
 for (
   const k of [
     "properties",
@@ -69,7 +69,7 @@ for (
     "propertyNames",
     "unevaluatedProperties",
   ]
-) APPLIES_TO[k] = ["object"];
+) APPLIES_TO.set(k, ["object"]);
 
 /** Constraint keywords that apply to every type. */
 const GENERAL_KEYWORDS: ReadonlySet<string> = new Set([
@@ -113,7 +113,7 @@ function isVacuous(key: string, value: unknown): boolean {
 
 /** Whether the keyword is one this converter knows (enforced somewhere, or refused by design). */
 export function isKnownKeyword(key: string): boolean {
-  return IGNORED_KEYWORDS.has(key) || GENERAL_KEYWORDS.has(key) || key in APPLIES_TO;
+  return IGNORED_KEYWORDS.has(key) || GENERAL_KEYWORDS.has(key) || APPLIES_TO.has(key);
 }
 
 /**
@@ -132,7 +132,7 @@ export function refuseUnenforced(
   for (const [key, value] of Object.entries(schema)) {
     if (key === "type" || enforced.has(key) || IGNORED_KEYWORDS.has(key)) continue;
     if (key.startsWith("x-") || isVacuous(key, value)) continue;
-    const types = APPLIES_TO[key];
+    const types = APPLIES_TO.get(key);
     if (types !== undefined && !types.some((t) => produced.has(t))) continue;
     const detail = isKnownKeyword(key)
       ? "is not supported" + (hint === "" ? "" : " " + hint)

@@ -288,7 +288,9 @@ export class SchemaBuilder {
       throw new SchemaError(
         path,
         "format",
-        `"${format.slice(0, 40)}" is not supported (supported: ${Object.keys(FORMATS).join(", ")})`,
+        `is not supported: "${format.slice(0, 40)}" (supported: ${
+          Object.keys(FORMATS).join(", ")
+        })`,
       );
     }
   }
@@ -346,8 +348,8 @@ export class SchemaBuilder {
       throw new SchemaError(
         path,
         "$ref",
-        `"${value.slice(0, 200)}" is not supported: only references into the same document ` +
-          "(#/...) are, nothing is fetched",
+        `is not supported: "${value.slice(0, 200)}" (only references into the same document, ` +
+          "#/..., are; nothing is fetched)",
       );
     }
     if (!this.#refs.has(value)) {
@@ -379,12 +381,12 @@ export class SchemaBuilder {
           throw new SchemaError(
             path,
             "$ref",
-            `"${ref}" cannot be resolved: ${sel} is out of range`,
+            `cannot be resolved: "${ref}" (${sel} is out of range)`,
           );
         }
         target = target[index];
       } else {
-        throw new SchemaError(path, "$ref", `"${ref}" cannot be resolved: ${sel} not found`);
+        throw new SchemaError(path, "$ref", `cannot be resolved: "${ref}" (${sel} not found)`);
       }
     }
     return target;
