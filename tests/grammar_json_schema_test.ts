@@ -503,6 +503,11 @@ Deno.test("pattern: a quantifier after an escape repeats that escape only", () =
     /^root ::= "\\"" \("a" "\."\+\) "\\""$/m,
   );
   assert.match(jsonSchemaToGrammar({ pattern: "^ab+$" }), /^root ::= "\\"" \("a" "b"\+\) "\\""$/m);
+  assert.match(jsonSchemaToGrammar({ pattern: "^aé+$" }), /^root ::= "\\"" \("a" "é"\+\) "\\""$/m);
+  assert.match(
+    jsonSchemaToGrammar({ pattern: "^a😀?$" }),
+    /^root ::= "\\"" \("a" "😀"\?\) "\\""$/m,
+  );
   assert.match(
     jsonSchemaToGrammar({ pattern: "^x.$" }, { dotall: true }),
     /^dot ::= \[\\U00000000-\\U0010FFFF\]$/m,

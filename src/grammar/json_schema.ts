@@ -70,9 +70,24 @@
  * that consumes nothing; and inputs beyond the limits (`MAX_SCHEMA_DEPTH`,
  * `MAX_SCHEMA_NODES`, `MAX_REPETITION`, …), so hostile schemas cannot hang the process.
  *
- * Known limit: a schema is taken as a parsed JavaScript value, so property order follows
+ * **Where the grammar differs** from llama.cpp's (where llama.cpp's would break): a
+ * top-level property named `""` gets the value rule `-` (llama.cpp names it `root`, so its
+ * grammar's root is that property's value); in a pattern, a quantifier after an escape or
+ * a quote repeats that character only (llama.cpp repeats the whole preceding literal), and
+ * patterns are read by code point (llama.cpp splits a UTF-8 character before a
+ * quantifier); in the rule for "any other key", `]`, `-` and a lone `^` are escaped (a
+ * property name with a quote, backslash or control character is refused there) and a
+ * property named `*` is one property (llama.cpp takes it for the additional ones);
+ * `minimum` with `exclusiveMinimum` (or the maxima) give the stricter bound (llama.cpp
+ * ignores the exclusive one); `{"prefixItems": [...], "items": false}` is a tuple
+ * (llama.cpp refuses it).
+ *
+ * Known limits: a schema is taken as a parsed JavaScript value, so property order follows
  * JavaScript's (integer-like names first) and `1.0` is the integer `1`, where llama.cpp
- * keeps the text's order and writes `1.0`.
+ * keeps the text's order and writes `1.0`. As in llama.cpp, a pattern's characters are
+ * matched as they appear in the JSON text, unescaped: `.`, a negated class or a `\"` in a
+ * pattern can let a raw `"`, `\` or control character into the string, which ends it or
+ * makes it invalid JSON.
  *
  * @module
  */
