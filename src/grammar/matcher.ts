@@ -25,9 +25,9 @@ import { decodeUtf8, type PartialUtf8, TokenKind, type TokenTrie } from "./token
 /** Most stacks one state may hold (an ambiguous grammar would otherwise grow without bound). */
 export const MAX_STACKS_PER_STATE = 4096;
 /** Most distinct stack nodes one compiled grammar may create. */
-export const MAX_STACK_NODES = 1 << 22;
-/** Most states whose allowed-token masks are kept. */
-export const MASK_CACHE_STATES = 256;
+export const MAX_STACK_NODES = 1 << 21;
+/** Bytes of allowed-token masks kept per compiled grammar (least recently used go first). */
+export const MASK_CACHE_BYTES = 32 << 20;
 
 const EMPTY = 0; // the empty stack
 const DEAD = -1; // the state with no stacks
@@ -61,6 +61,8 @@ export class CompiledGrammar {
   readonly #asciiNext: (Int32Array | undefined)[] = [];
   readonly #classes: ({ bounds: Int32Array; next: Int32Array } | undefined)[] = [];
   readonly #masks = new Map<number, TokenMask>();
+  #maskBytes = 0;
+  readonly #loops: ({ ascii: Int32Array; other: boolean } | undefined)[] = [];
   /** The state before any token. */
   readonly start: number;
 
@@ -100,6 +102,11 @@ export class CompiledGrammar {
       else break;
     }
     this.start = this.#intern(stacks);
+  }
+
+  /** Stack nodes and states made so far (a cache that grew large is worth rebuilding). */
+  get size(): number {
+    return this.#nodePos.length + this.#stateStacks.length;
   }
 
   /** A new sequence's matcher at the grammar's start. */
@@ -400,6 +407,7 @@ export class CompiledGrammar {
     // The trie pass: stateAt[d] is the state after the first d code points of the
     // current path, asciiAt[d] its table of ASCII transitions.
     const { nodeCp, nodeDepth, nodeEnd, nodeTokens, tokens, partialValue, partialRemain } = trie;
+    const { belowAscii, belowOther, tokensBefore } = trie;
     const stateAt = new Int32Array(trie.maxDepth + 1);
     const asciiAt: Int32Array[] = new Array(trie.maxDepth + 1);
     stateAt[0] = state;
@@ -429,6 +437,29 @@ export class CompiledGrammar {
         stateAt[d] = s;
         asciiAt[d] = this.#ascii(s);
       }
+      const loop = this.#loops[s] ??= this.#selfLoops(s);
+      if (
+        (belowAscii[4 * i] & ~loop.ascii[0]) === 0 &&
+        (belowAscii[4 * i + 1] & ~loop.ascii[1]) === 0 &&
+        (belowAscii[4 * i + 2] & ~loop.ascii[2]) === 0 &&
+        (belowAscii[4 * i + 3] & ~loop.ascii[3]) === 0 &&
+        (belowOther[i] === 0 || loop.other)
+      ) {
+        // every code point below keeps the state at s: the whole subtree is taken
+        const end = tokensBefore[nodeEnd[i]];
+        for (let k = tokensBefore[i]; k < end; k++) {
+          const t = tokens[k];
+          if (partialRemain[t] === 0 || this.partialFits(s, partialValue[t], partialRemain[t])) {
+            const w = t >>> 5, b = 1 << (t & 31);
+            if ((bits[w] & b) === 0) {
+              bits[w] |= b;
+              count++;
+            }
+          }
+        }
+        i = nodeEnd[i];
+        continue;
+      }
       const end = nodeTokens[2 * i + 1];
       for (let k = nodeTokens[2 * i]; k < end; k++) {
         const t = tokens[k];
@@ -444,10 +475,35 @@ export class CompiledGrammar {
     }
     const mask = maskOf(bits, count, trie.vocabSize);
     this.#masks.set(state, mask);
-    if (this.#masks.size > MASK_CACHE_STATES) {
-      this.#masks.delete(this.#masks.keys().next().value!);
+    this.#maskBytes += maskBytes(mask);
+    while (this.#maskBytes > MASK_CACHE_BYTES && this.#masks.size > 1) {
+      const [oldest, old] = this.#masks.entries().next().value!;
+      this.#masks.delete(oldest);
+      this.#maskBytes -= maskBytes(old);
     }
     return mask;
+  }
+
+  /**
+   * The code points on which `state` goes to itself: 128 ASCII bits, and
+   * whether every other code point does (a state inside a JSON string).
+   */
+  #selfLoops(state: number): { ascii: Int32Array; other: boolean } {
+    const ascii = new Int32Array(4);
+    const classes = this.#classes[state] ??= this.#classBounds(state);
+    const bounds = classes.bounds;
+    let other = true;
+    for (let k = 0; k < bounds.length; k++) {
+      const lo = bounds[k], hi = k + 1 < bounds.length ? bounds[k + 1] - 1 : 0x10ffff;
+      const loops = this.#nextByClass(state, lo) === state; // one answer per interval
+      if (lo < 128) {
+        if (loops) { for (let c = lo; c <= Math.min(hi, 127); c++) ascii[c >> 5] |= 1 << (c & 31); }
+        if (hi >= 128 && !loops) other = false;
+      } else if (!loops) {
+        other = false;
+      }
+    }
+    return { ascii, other };
   }
 
   #ascii(state: number): Int32Array {
@@ -455,14 +511,26 @@ export class CompiledGrammar {
   }
 }
 
+function maskBytes(mask: TokenMask): number {
+  return 4 * (mask.allowed?.length ?? mask.forbidden!.length);
+}
+
 /** A mask as the shorter of its allowed and its forbidden ids. */
 function maskOf(bits: Uint32Array, count: number, vocabSize: number): TokenMask {
   const dense = count * 2 > vocabSize;
   const ids = new Int32Array(dense ? vocabSize - count : count);
   let k = 0;
-  for (let t = 0; t < vocabSize; t++) {
-    const set = (bits[t >>> 5] & (1 << (t & 31))) !== 0;
-    if (set !== dense) ids[k++] = t;
+  for (let w = 0; w < bits.length; w++) {
+    // the ids to list are the set bits (sparse) or the clear ones (dense) of this word
+    let word = dense ? ~bits[w] : bits[w];
+    if (dense && w === bits.length - 1 && (vocabSize & 31) !== 0) {
+      word &= (1 << (vocabSize & 31)) - 1;
+    }
+    while (word !== 0) {
+      const low = word & -word;
+      ids[k++] = (w << 5) + 31 - Math.clz32(low);
+      word ^= low;
+    }
   }
   return dense ? { count, forbidden: ids } : { count, allowed: ids };
 }

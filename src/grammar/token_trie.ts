@@ -107,6 +107,15 @@ export class TokenTrie {
   readonly nodeTokens: Int32Array;
   readonly tokens: Int32Array;
   readonly maxDepth: number;
+  /**
+   * The ASCII code points below each node (its own excluded), as 128 bits in
+   * four words per node, and whether any code point below it is not ASCII:
+   * a state that keeps itself on all of them accepts the whole subtree.
+   */
+  readonly belowAscii: Int32Array;
+  readonly belowOther: Uint8Array;
+  /** Tokens in `tokens` owned by nodes before node n in preorder (so a subtree's tokens are a range). */
+  readonly tokensBefore: Int32Array;
   readonly #tokenizer: TrieTokenizer;
   readonly #pieces: (Uint8Array | undefined)[];
 
@@ -119,12 +128,15 @@ export class TokenTrie {
     this.partialValue = new Int32Array(V);
     this.partialRemain = new Int8Array(V);
     const cpStart = new Int32Array(V + 1);
-    const all: number[] = [];
+    let capacity = 0;
+    for (let t = 0; t < V; t++) capacity += tokenizer.pieceBytes(t, true).length;
+    const all = new Int32Array(capacity); // a code point takes at least a byte
+    let used = 0;
     const eog: number[] = [], continuations: number[] = [];
     const scratch: number[] = [];
     const zero: PartialUtf8 = { value: 0, remain: 0 };
     for (let t = 0; t < V; t++) {
-      cpStart[t] = all.length;
+      cpStart[t] = used;
       const piece = tokenizer.pieceBytes(t, true);
       if (tokenizer.isEog(t)) {
         this.kind[t] = TokenKind.EOG;
@@ -144,30 +156,34 @@ export class TokenTrie {
       this.kind[t] = scratch.length > 0 ? TokenKind.TEXT : TokenKind.PARTIAL;
       this.partialValue[t] = p.value;
       this.partialRemain[t] = p.remain;
-      for (const c of scratch) all.push(c);
+      for (let i = 0; i < scratch.length; i++) all[used++] = scratch[i];
     }
-    cpStart[V] = all.length;
+    cpStart[V] = used;
     this.cpStart = cpStart;
-    this.cps = Int32Array.from(all);
+    this.cps = all.slice(0, used);
     this.eog = Int32Array.from(eog);
     this.continuations = Int32Array.from(continuations);
 
-    // Sort the usable tokens by code points; a prefix sorts before its extensions.
+    // Sort the usable tokens by the UTF-16 form of their code points: a prefix
+    // sorts before its extensions and tokens sharing a prefix stay together,
+    // as the trie needs.
     const order: number[] = [];
-    for (let t = 0; t < V; t++) {
-      if (this.kind[t] === TokenKind.TEXT || this.kind[t] === TokenKind.PARTIAL) order.push(t);
-    }
-    const cps = this.cps;
-    // Sort by the UTF-16 form of the code points: a prefix sorts before its
-    // extensions and tokens sharing a prefix stay together, as the trie needs.
     const keys = new Array<string>(V);
-    for (const t of order) {
-      keys[t] = String.fromCodePoint(...cps.subarray(cpStart[t], cpStart[t + 1]));
+    const cps = this.cps;
+    for (let t = 0; t < V; t++) {
+      if (this.kind[t] !== TokenKind.TEXT && this.kind[t] !== TokenKind.PARTIAL) continue;
+      order.push(t);
+      let key = "";
+      for (let i = cpStart[t]; i < cpStart[t + 1]; i++) key += String.fromCodePoint(cps[i]);
+      keys[t] = key;
     }
     order.sort((a, b) => (keys[a] < keys[b] ? -1 : keys[a] > keys[b] ? 1 : a - b));
-    const nodeCp: number[] = [0], nodeDepth: number[] = [0], nodeEnd: number[] = [0];
+    const maxNodes = used + 1;
+    const nodeCp = new Int32Array(maxNodes), nodeDepth = new Int32Array(maxNodes);
+    const nodeEnd = new Int32Array(maxNodes);
     // Tokens of one node are contiguous in `order`: node n owns order[first[n] .. last[n]).
-    const first: number[] = [0], last: number[] = [0];
+    const first = new Int32Array(maxNodes), last = new Int32Array(maxNodes);
+    let nodes = 1;
     const path: number[] = [0]; // path[d] = the node at depth d on the current token's path
     let prev = -1;
     let maxDepth = 0;
@@ -179,14 +195,12 @@ export class TokenTrie {
         const ps = cpStart[prev], plen = cpStart[prev + 1] - ps;
         while (common < len && common < plen && cps[start + common] === cps[ps + common]) common++;
       }
-      while (path.length - 1 > common) nodeEnd[path.pop()!] = nodeCp.length;
+      while (path.length - 1 > common) nodeEnd[path.pop()!] = nodes;
       for (let d = common; d < len; d++) {
-        path.push(nodeCp.length);
-        nodeCp.push(cps[start + d]);
-        nodeDepth.push(d + 1);
-        nodeEnd.push(0);
-        first.push(0);
-        last.push(0);
+        path.push(nodes);
+        nodeCp[nodes] = cps[start + d];
+        nodeDepth[nodes] = d + 1;
+        nodes++;
       }
       const node = path[len];
       if (first[node] === last[node]) first[node] = k;
@@ -194,18 +208,41 @@ export class TokenTrie {
       if (len > maxDepth) maxDepth = len;
       prev = t;
     }
-    while (path.length > 0) nodeEnd[path.pop()!] = nodeCp.length;
-    const ranges = new Int32Array(nodeCp.length * 2);
-    for (let n = 0; n < nodeCp.length; n++) {
+    while (path.length > 0) nodeEnd[path.pop()!] = nodes;
+    const ranges = new Int32Array(nodes * 2);
+    for (let n = 0; n < nodes; n++) {
       ranges[2 * n] = first[n];
       ranges[2 * n + 1] = last[n];
     }
-    this.nodeCp = Int32Array.from(nodeCp);
-    this.nodeDepth = Int32Array.from(nodeDepth);
-    this.nodeEnd = Int32Array.from(nodeEnd);
+    this.nodeCp = nodeCp.slice(0, nodes);
+    this.nodeDepth = nodeDepth.slice(0, nodes);
+    this.nodeEnd = nodeEnd.slice(0, nodes);
     this.nodeTokens = ranges;
     this.tokens = Int32Array.from(order);
     this.maxDepth = maxDepth;
+    // What lies below each node: children come after their parent in preorder,
+    // so one backward pass folds each node into its parent.
+    const parent = new Int32Array(nodes);
+    {
+      const stack: number[] = [0];
+      for (let n = 1; n < nodes; n++) {
+        while (nodeEnd[stack[stack.length - 1]] <= n) stack.pop();
+        parent[n] = stack[stack.length - 1];
+        stack.push(n);
+      }
+    }
+    const belowAscii = new Int32Array(nodes * 4), belowOther = new Uint8Array(nodes);
+    for (let n = nodes - 1; n >= 1; n--) {
+      const p = parent[n], cp = nodeCp[n];
+      for (let k = 0; k < 4; k++) belowAscii[4 * p + k] |= belowAscii[4 * n + k];
+      if (cp < 128) belowAscii[4 * p + (cp >> 5)] |= 1 << (cp & 31);
+      if (cp >= 128 || belowOther[n]) belowOther[p] = 1;
+    }
+    this.belowAscii = belowAscii;
+    this.belowOther = belowOther;
+    const tokensBefore = new Int32Array(nodes + 1);
+    for (let n = 0; n < nodes; n++) tokensBefore[n + 1] = tokensBefore[n] + last[n] - first[n];
+    this.tokensBefore = tokensBefore;
   }
 
   /** Number of trie nodes (the root included). */
