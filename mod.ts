@@ -63,6 +63,18 @@ export {
   type TokenEvent,
 } from "./src/generation/mod.ts";
 
+// Structured output: GBNF grammars and JSON Schema, as a logit processor.
+export {
+  compileGrammar,
+  type ConstraintSpec,
+  GrammarConstraint,
+  grammarConstraint,
+  GrammarError,
+  jsonSchemaToGrammar,
+  parseGbnf,
+  SchemaError,
+} from "./src/grammar/mod.ts";
+
 // Chat: templates rendered as llama.cpp renders them, and multi-turn sessions.
 export {
   type ApplyTemplateOptions,

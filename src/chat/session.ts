@@ -31,6 +31,7 @@
  * @module
  */
 import { type FinishReason, generate } from "../generation/mod.ts";
+import { compileGrammar, GrammarConstraint } from "../grammar/mod.ts";
 import type { Context } from "../model/mod.ts";
 import { randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
@@ -48,6 +49,8 @@ export interface ChatSessionOptions {
   now?: () => Date;
   /** A conversation to continue (not yet in the cache: the first turn prefills it). */
   messages?: readonly ChatMessage[];
+  /** GBNF text every reply must match (llama.cpp's `--grammar` in a chat). */
+  grammar?: string;
 }
 
 /** Options of one turn. */
@@ -106,6 +109,7 @@ export class ChatSession {
   readonly #template: ChatTemplate;
   readonly #sampler: Sampler;
   readonly #now: () => Date;
+  readonly #grammar: string | undefined;
   #system: string | undefined;
   #messages: ChatMessage[] = [];
   /** The last turn's prompt and reply tokens: they spell {@linkcode #text}. */
@@ -122,6 +126,8 @@ export class ChatSession {
     this.#system = options.system;
     this.#messages = (options.messages ?? []).map((m) => ({ role: m.role, content: m.content }));
     this.#now = options.now ?? (() => new Date());
+    this.#grammar = options.grammar;
+    if (this.#grammar !== undefined) compileGrammar(this.#grammar, this.#tokenizer); // fails now, not at the first turn
     this.#sampler = new Sampler(
       target.context.model.config.vocabSize,
       options.sampling ?? {},
@@ -226,6 +232,9 @@ export class ChatSession {
         shouldStop: () => options.signal?.aborted ?? false,
         collectText: false,
         logprobs: false, // onToken only times the first token
+        processors: this.#grammar === undefined
+          ? []
+          : [new GrammarConstraint(compileGrammar(this.#grammar, this.#tokenizer))],
       },
     );
     if (firstTokenMs === 0) firstTokenMs = performance.now() - t0;

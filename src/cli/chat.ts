@@ -23,8 +23,10 @@ import { cliChatTemplate, oneLine } from "./_chat_template.ts";
 import {
   aliasesOf,
   CHAT_TEMPLATE_GROUP,
+  checkGrammar,
   CONTEXT_GROUP,
   type GenerationArgs,
+  GRAMMAR_GROUP,
   helpLines,
   MODEL_ARG_HELP,
   MODEL_GROUP,
@@ -53,7 +55,8 @@ ${helpLines(CHAT_TEMPLATE_GROUP.help)}${
   helpLines(SAMPLING_GROUP.help, {
     "n-predict": ["most tokens per reply; -1 = until end of turn (default -1)"],
   })
-}${helpLines(MODEL_GROUP.help)}${helpLines(CONTEXT_GROUP.help)}\
+}${helpLines(GRAMMAR_GROUP.help, { grammar: ["constrain every reply to a GBNF grammar"] })}\
+${helpLines(MODEL_GROUP.help)}${helpLines(CONTEXT_GROUP.help)}\
   -q, --quiet              no per-turn speed note on stderr
   -h, --help               this help
 `;
@@ -331,10 +334,12 @@ async function chat(values: OptionValues, positionals: string[]): Promise<number
       throw new Error(oneLine(`"${args.template ?? args.model}": ${message}`));
     }
     if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = llm.context.contextSize;
+    if (args.grammar !== undefined) checkGrammar(args.grammar, tokenizer);
     const session = new ChatSession(llm, template, {
       system: args.system,
       sampling: args.sampling,
       seed: args.seed,
+      grammar: args.grammar,
     });
     const terminal = isatty(0) && isatty(1);
     const loop = new ChatLoop(session, args, terminal);
@@ -359,7 +364,13 @@ export const chatCommand: Command = {
   summary: "chat with an instruct GGUF model through its chat template",
   usage,
   aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
-  options: optionsOf([CHAT_TEMPLATE_GROUP, SAMPLING_GROUP, MODEL_GROUP, CONTEXT_GROUP], {
+  options: optionsOf([
+    CHAT_TEMPLATE_GROUP,
+    SAMPLING_GROUP,
+    GRAMMAR_GROUP,
+    MODEL_GROUP,
+    CONTEXT_GROUP,
+  ], {
     quiet: { type: "boolean", short: "q" },
   }),
   run: chat,

@@ -15,8 +15,16 @@
  *
  * @module
  */
+import { readFileSync } from "node:fs";
 import type { ParseArgsConfig } from "node:util";
 import { BUILTIN_TEMPLATES, ChatTemplate, isBuiltinTemplateName } from "../chat/mod.ts";
+import {
+  compileGrammar,
+  type ConstraintTokenizer,
+  GrammarError,
+  jsonSchemaToGrammar,
+  SchemaError,
+} from "../grammar/mod.ts";
 import { resolveModel } from "../hub/resolve.ts";
 import type { CacheType } from "../model/mod.ts";
 import {
@@ -430,6 +438,89 @@ export function parseChatTemplateOptions(values: OptionValues): ChatTemplateOpti
   return { template: str(values, "chat-template"), system: str(values, "system-prompt") };
 }
 
+// ---------------------------------------------------------------------------
+// GRAMMAR: structured output.
+
+/** `--grammar`, `--grammar-file`, `-j/--json-schema`, `--json-schema-file` (llama.cpp's flags). */
+export const GRAMMAR_GROUP: OptionGroup = {
+  options: {
+    grammar: { type: "string" },
+    "grammar-file": { type: "string" },
+    "json-schema": { type: "string", short: "j" },
+    "json-schema-file": { type: "string" },
+  },
+  help: [
+    {
+      name: "grammar",
+      flag: "    --grammar GBNF",
+      text: ["constrain the output to a GBNF grammar (llama.cpp's format)"],
+    },
+    { name: "grammar-file", flag: "    --grammar-file F", text: ["the grammar, from a file"] },
+    {
+      name: "json-schema",
+      flag: "-j, --json-schema JSON",
+      text: ["constrain the output to JSON valid under this JSON Schema"],
+    },
+    {
+      name: "json-schema-file",
+      flag: "    --json-schema-file F",
+      text: ["the schema, from a file"],
+    },
+  ],
+};
+
+function readTextFile(flag: string, path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    throw new UsageError(`--${flag}: cannot read "${path}"${code ? `: ${code}` : ""}`);
+  }
+}
+
+/**
+ * The GBNF text the grammar group asks for (a schema converted as llama.cpp
+ * converts it), or undefined. Two of the four flags, an unreadable file,
+ * JSON that does not parse or a schema keyword that cannot be enforced are
+ * usage errors; the grammar itself is checked against the model's
+ * vocabulary once it loads ({@linkcode checkGrammar}).
+ */
+export function parseGrammarOption(values: OptionValues): string | undefined {
+  const given = ["grammar", "grammar-file", "json-schema", "json-schema-file"]
+    .filter((f) => str(values, f) !== undefined);
+  if (given.length > 1) {
+    throw new UsageError(`give one of --${given.join(", --")}, not several`);
+  }
+  const flag = given[0];
+  if (flag === undefined) return undefined;
+  const value = str(values, flag)!;
+  if (flag === "grammar") return value;
+  if (flag === "grammar-file") return readTextFile(flag, value);
+  const text = flag === "json-schema" ? value : readTextFile(flag, value);
+  let schema: unknown;
+  try {
+    schema = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`--${flag}: not JSON: ${(error as Error).message}`);
+  }
+  try {
+    return jsonSchemaToGrammar(schema);
+  } catch (error) {
+    if (error instanceof SchemaError) throw new UsageError(`--${flag}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** Compiles `grammar` for `tokenizer` (cached for the generation); a bad grammar is a usage error. */
+export function checkGrammar(grammar: string, tokenizer: ConstraintTokenizer): void {
+  try {
+    compileGrammar(grammar, tokenizer);
+  } catch (error) {
+    if (error instanceof GrammarError) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
 /** What a generating command (`run`, `chat`) reads of the four groups, resolved. */
 export interface GenerationArgs {
   nPredict: number;
@@ -444,9 +535,11 @@ export interface GenerationArgs {
   /** `-sys` and `--chat-template` as given. */
   system?: string;
   template?: string;
+  /** GBNF text the output must match (`--grammar`, `-j` ...). */
+  grammar?: string;
 }
 
-/** Parses the model, context, sampling and chat template groups of a generating command. */
+/** Parses the model, context, sampling, chat template and grammar groups of a generating command. */
 export function parseGenerationArgs(values: OptionValues): GenerationArgs {
   const model = parseModelOptions(values);
   const context = parseContextOptions(values);
@@ -463,6 +556,7 @@ export function parseGenerationArgs(values: OptionValues): GenerationArgs {
     cacheType: context.cacheType,
     system: template.system,
     template: template.template,
+    grammar: parseGrammarOption(values),
   };
 }
 

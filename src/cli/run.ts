@@ -19,8 +19,10 @@ import { cliChatTemplate, oneLine } from "./_chat_template.ts";
 import {
   aliasesOf,
   CHAT_TEMPLATE_GROUP,
+  checkGrammar,
   CONTEXT_GROUP,
   type GenerationArgs,
+  GRAMMAR_GROUP,
   helpLines,
   MODEL_ARG_HELP,
   MODEL_GROUP,
@@ -42,7 +44,8 @@ ${MODEL_ARG_HELP}
 Options:
   -p, --prompt TEXT        the prompt
   -f, --file FILE          read the prompt from FILE (one trailing newline dropped)
-${helpLines(SAMPLING_GROUP.help)}${helpLines(MODEL_GROUP.help)}${helpLines(CONTEXT_GROUP.help)}\
+${helpLines(SAMPLING_GROUP.help)}${helpLines(GRAMMAR_GROUP.help)}${helpLines(MODEL_GROUP.help)}\
+${helpLines(CONTEXT_GROUP.help)}\
       --stop S             stop before the string S (repeatable)
       --chat               the prompt is one user turn through the model's chat template
 ${
@@ -251,6 +254,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
       }
     }
     if (args.sampling.repeatLastN === -1) args.sampling.repeatLastN = llm.context.contextSize;
+    if (args.grammar !== undefined) checkGrammar(args.grammar, tokenizer);
     const loadMs = performance.now() - start;
 
     const interrupt = new AbortController();
@@ -264,6 +268,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
         seed: args.seed,
         maxTokens: args.nPredict,
         stop: args.stop,
+        grammar: args.grammar,
         onText: args.json ? undefined : writeStdout,
         collectText: args.json,
         signal: interrupt.signal,
@@ -301,7 +306,13 @@ export const runCommand: Command = {
   summary: "generate text from a prompt with a Llama-family GGUF model",
   usage,
   aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
-  options: optionsOf([SAMPLING_GROUP, MODEL_GROUP, CONTEXT_GROUP, CHAT_TEMPLATE_GROUP], {
+  options: optionsOf([
+    SAMPLING_GROUP,
+    GRAMMAR_GROUP,
+    MODEL_GROUP,
+    CONTEXT_GROUP,
+    CHAT_TEMPLATE_GROUP,
+  ], {
     prompt: { type: "string", short: "p" },
     file: { type: "string", short: "f" },
     stop: { type: "string", multiple: true },

@@ -26,7 +26,13 @@
  * @module
  */
 import { applyChatTemplate, type ApplyTemplateOptions, type ChatMessage } from "../chat/mod.ts";
-import { generate, type GenerationResult, LogitBias } from "../generation/mod.ts";
+import {
+  generate,
+  type GenerationResult,
+  LogitBias,
+  type LogitProcessor,
+} from "../generation/mod.ts";
+import { type ConstraintSpec, grammarConstraint } from "../grammar/mod.ts";
 import {
   type CacheType,
   Context,
@@ -67,6 +73,18 @@ export interface LlmGenerateOptions extends Partial<SamplerParams> {
   seed?: number;
   /** `[token id, bias]` pairs added to those tokens' logits before sampling; -Infinity bans one. */
   logitBias?: Iterable<readonly [number, number]>;
+  /**
+   * GBNF text (llama.cpp's grammar format, start rule `root`) the output
+   * must match. Throws `GrammarError` (with line and column) when it cannot
+   * be used.
+   */
+  grammar?: string;
+  /**
+   * A JSON Schema the output must validate against, converted to a grammar
+   * as llama.cpp converts it. Throws `SchemaError` naming a keyword it cannot
+   * enforce (it is never dropped silently).
+   */
+  jsonSchema?: unknown;
   /** Cancels the generation: the iterator then throws `signal.reason`. */
   signal?: AbortSignal;
 }
@@ -206,10 +224,10 @@ export class Llm {
   ): AsyncGenerator<GeneratedPiece, GenerationResult, undefined> {
     if (this.#closed) throw new Error("Llm used after close");
     if (this.#busy) throw new Error("Llm is already generating: one generation at a time");
-    const { maxTokens, stop, seed, signal, logitBias, ...sampling } = options;
+    const { maxTokens, stop, seed, signal, logitBias, grammar, jsonSchema, ...sampling } = options;
     signal?.throwIfAborted();
     const sampler = new Sampler(this.model.config.vocabSize, sampling, seed ?? randomSeed());
-    const processors = this.#processors(logitBias);
+    const processors = this.#processors(logitBias, { grammar, jsonSchema });
     // A token's piece is complete once the next token is sampled or generation
     // has ended (the final flush adds the held-back tail to the last piece).
     const ready: GeneratedPiece[] = [];
@@ -282,9 +300,20 @@ export class Llm {
   ): Promise<GenerationResult> {
     if (this.#closed) throw new Error("Llm used after close");
     if (this.#busy) throw new Error("Llm is already generating: one generation at a time");
-    const { maxTokens, stop, seed, signal, onText, collectText, logitBias, ...sampling } = options;
+    const {
+      maxTokens,
+      stop,
+      seed,
+      signal,
+      onText,
+      collectText,
+      logitBias,
+      grammar,
+      jsonSchema,
+      ...sampling
+    } = options;
     const sampler = new Sampler(this.model.config.vocabSize, sampling, seed ?? randomSeed());
-    const processors = this.#processors(logitBias);
+    const processors = this.#processors(logitBias, { grammar, jsonSchema });
     this.#busy = true;
     try {
       return await generate(this, this.tokenizer, sampler, {
@@ -323,10 +352,51 @@ export class Llm {
     return yield* this.generate(this.applyTemplate(messages, { template, now }), rest);
   }
 
-  #processors(logitBias: LlmGenerateOptions["logitBias"]): LogitBias[] {
-    if (logitBias === undefined) return [];
-    const bias = new LogitBias(logitBias, this.model.config.vocabSize);
-    return bias.empty ? [] : [bias];
+  /**
+   * The JSON value generated from `prompt` under `jsonSchema` (any JSON
+   * object when it is not given), parsed. Throws when generation ended
+   * before the value was complete (the token limit or the context), or was
+   * interrupted.
+   *
+   * @example
+   * ```ts
+   * import { Llm } from "./llm.ts";
+   * const llm = await Llm.load("../shared/testdata/models/stories260K.gguf", { threads: 1 });
+   * const value = await llm.completeJson("Tom had", {
+   *   jsonSchema: { type: "object", properties: { name: { type: "string", maxLength: 8 } }, required: ["name"] },
+   *   temperature: 0,
+   * });
+   * llm.close();
+   * if (typeof (value as { name: unknown }).name !== "string") throw new Error();
+   * ```
+   */
+  async completeJson(
+    prompt: string | ArrayLike<number>,
+    options: Omit<LlmCompleteOptions, "grammar"> = {},
+  ): Promise<unknown> {
+    const jsonSchema = options.jsonSchema ?? { type: "object" };
+    const result = await this.complete(prompt, { ...options, jsonSchema, collectText: true });
+    if (result.finishReason !== "stop" || result.stoppedByString) {
+      throw new Error(
+        `the JSON value is incomplete: generation ended with "${result.finishReason}" ` +
+          `after ${result.tokens.length} tokens`,
+      );
+    }
+    return JSON.parse(result.text);
+  }
+
+  #processors(
+    logitBias: LlmGenerateOptions["logitBias"],
+    spec: ConstraintSpec,
+  ): LogitProcessor[] {
+    const out: LogitProcessor[] = [];
+    if (logitBias !== undefined) {
+      const bias = new LogitBias(logitBias, this.model.config.vocabSize);
+      if (!bias.empty) out.push(bias);
+    }
+    const constraint = grammarConstraint(this.tokenizer, spec);
+    if (constraint !== undefined) out.push(constraint);
+    return out;
   }
 
   /** Frees the model's native memory: buffers, KV cache, file mapping and thread pool. */
