@@ -7,77 +7,23 @@
  * @module
  */
 import assert from "node:assert/strict";
-import * as fs from "node:fs";
 import { join } from "node:path";
-import { repoRoot } from "./_testdata.ts";
 import { fakeCommit, sha256, startFakeHub } from "./_fake_hub.ts";
+import { pythonPackages, runPython as run } from "./_python.ts";
 import { hubEnv, runCli, storiesBytes, tempHome } from "./_hub.ts";
 
 /** The release tested against (a reason for a pin: the test must not drift with PyPI). */
 const HF_HUB_VERSION = "2.4.0";
-const PY_DIR = join(repoRoot, "models", ".py", `huggingface_hub-${HF_HUB_VERSION}`);
-
-async function python(): Promise<string> {
-  for (const name of ["python3", "python"]) {
-    try {
-      const out = await new Deno.Command(name, {
-        args: ["--version"],
-        stdout: "null",
-        stderr: "null",
-      })
-        .output();
-      if (out.success) return name;
-    } catch {
-      // not installed
-    }
-  }
-  throw new Error(
-    "python3 is needed for the huggingface_hub cache test (apt-get install python3-pip)",
-  );
-}
-
-/** Installs huggingface_hub into models/.py once (pip --target), returns the interpreter. */
-async function ensureHuggingfaceHub(): Promise<string> {
-  const py = await python();
-  if (!fs.existsSync(join(PY_DIR, "huggingface_hub"))) {
-    const temporary = `${PY_DIR}.tmp-${Deno.pid}`;
-    fs.rmSync(temporary, { recursive: true, force: true });
-    const out = await new Deno.Command(py, {
-      args: [
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--target",
-        temporary,
-        `huggingface_hub==${HF_HUB_VERSION}`,
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    if (!out.success) {
-      throw new Error(
-        `pip install huggingface_hub failed:\n${new TextDecoder().decode(out.stderr)}`,
-      );
-    }
-    fs.rmSync(PY_DIR, { recursive: true, force: true });
-    fs.renameSync(temporary, PY_DIR);
-  }
-  return py;
-}
 
 async function runPython(code: string, env: Record<string, string>): Promise<string> {
-  const py = await ensureHuggingfaceHub();
-  const out = await new Deno.Command(py, {
-    args: ["-c", code],
-    env: { ...env, PYTHONPATH: PY_DIR, HF_HUB_DISABLE_TELEMETRY: "1", HF_HUB_DISABLE_XET: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const stderr = new TextDecoder().decode(out.stderr);
-  assert.ok(out.success, `python failed:\n${stderr}`);
-  return new TextDecoder().decode(out.stdout);
+  const python = await pythonPackages(`huggingface_hub-${HF_HUB_VERSION}`, [
+    `huggingface_hub==${HF_HUB_VERSION}`,
+  ]);
+  return await run(python, code, {
+    ...env,
+    HF_HUB_DISABLE_TELEMETRY: "1",
+    HF_HUB_DISABLE_XET: "1",
+  });
 }
 
 const SCAN = `

@@ -48,18 +48,12 @@ Deno.test({
       const api = client(server.url);
       const messages = [{ role: "user" as const, content: "Hi" }];
       const chat: [string, Record<string, unknown>][] = [
-        ["response_format", { response_format: { type: "json_object" } }],
-        ["response_format", {
-          response_format: { type: "json_schema", json_schema: { name: "x", schema: {} } },
-        }],
         ["tools", {
           tools: [{ type: "function", function: { name: "f", parameters: {} } }],
         }],
         ["tool_choice", { tool_choice: "auto" }],
         ["functions", { functions: [{ name: "f", parameters: {} }] }],
         ["function_call", { function_call: "auto" }],
-        ["grammar", { grammar: 'root ::= "a"' }],
-        ["json_schema", { json_schema: { type: "object" } }],
         ["mirostat", { mirostat: 2 }],
         ["n_probs", { n_probs: 3 }],
         ["typical_p", { typical_p: 0.5 }],
@@ -84,8 +78,6 @@ Deno.test({
         ["suffix", { suffix: "The end." }],
         ["echo", { echo: true }],
         ["best_of", { best_of: 3 }],
-        ["grammar", { grammar: 'root ::= "a"' }],
-        ["response_format", { response_format: { type: "json_object" } }],
         ["tools", { tools: [] }],
       ];
       for (const [field, extra] of completion) {

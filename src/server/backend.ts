@@ -65,6 +65,8 @@ export interface GenerateInput {
   n: number;
   /** `[token id, bias]`: the bias is added to that token's logit (-Infinity bans it). */
   logitBias: Array<[number, number]>;
+  /** GBNF text the output must match (`grammar`, `json_schema` and `response_format` arrive as one). */
+  grammar?: string;
 }
 
 /** The tokenizer calls the backend needs beyond the scheduler's. */
@@ -201,6 +203,7 @@ export class LocalBackend implements Backend {
       ignoreEos: input.ignoreEos,
       n: input.n,
       logitBias: input.logitBias,
+      grammar: input.grammar,
     }, (event) => {
       if (live) onEvent(event);
     });

@@ -342,7 +342,11 @@ export class ApiHandler {
       const first = await queue.next();
       if (first.type === "error") {
         end();
-        throw new ApiError(first.status, first.message, first.status === 400 ? "prompt" : null);
+        throw new ApiError(
+          first.status,
+          first.message,
+          first.param ?? (first.status === 400 ? "prompt" : null),
+        );
       }
       if (first.type !== "start") throw new ApiError(500, "the backend did not start");
       const abort = () => {

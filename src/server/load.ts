@@ -86,6 +86,7 @@ export async function loadBackend(
       createDecoder: () => tokenizer.createDecoder(),
       isEog: (id: number) => tokenizer.isEog(id),
       tokenToPiece: (id: number) => tokenizer.tokenToPiece(id, false),
+      pieceBytes: (id: number, special?: boolean) => tokenizer.pieceBytes(id, special),
       vocabSize: tokenizer.vocabSize,
     };
     return new LocalBackend(

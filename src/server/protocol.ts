@@ -21,6 +21,7 @@ import { randomSeed } from "../sampler/mod.ts";
 import type { GenerateInput } from "./backend.ts";
 import type { ChatMessage } from "./chat_prompt.ts";
 import { TOP_LOGPROBS_MAX } from "../generation/mod.ts";
+import { GrammarError, jsonSchemaToGrammar, parseGbnf, SchemaError } from "../grammar/mod.ts";
 
 /** An error answered as OpenAI's `{ "error": { message, type, param, code } }`. */
 export class ApiError extends Error {
@@ -70,11 +71,11 @@ export interface RequestLimits {
  * dotllm always reuses a slot's cached prefix), `service_tier`, `metadata`
  * (billing and storage tags), `parallel_tool_calls` (meaningless without
  * `tools`, which are refused). `checked`: accepted only at the value that
- * means "nothing", else 400 (`response_format: {type: "text"}`, `tools: []`,
- * `tool_choice: "none"`, `store: false`, `echo: false`, `suffix: ""`,
- * `best_of` equal to `n`). Anything else, and every field this table does not
- * name (`grammar`, `json_schema`, `mirostat`, `n_probs`, `typical_p`,
- * `functions`, `reasoning_effort`, ...), is a 400 naming the field: silently
+ * means "nothing", else 400 (`tools: []`, `tool_choice: "none"`,
+ * `store: false`, `echo: false`, `suffix: ""`, `best_of` equal to `n`).
+ * Anything else, and every field this table does not name (`mirostat`,
+ * `n_probs`, `typical_p`, `functions`, `reasoning_effort`, ...), is a 400
+ * naming the field: silently
  * ignoring a field would answer a different question than the one asked.
  */
 export const REQUEST_FIELDS: Readonly<
@@ -99,6 +100,9 @@ export const REQUEST_FIELDS: Readonly<
     ignore_eos: "implemented",
     logit_bias: "implemented",
     logprobs: "implemented",
+    grammar: "implemented",
+    json_schema: "implemented",
+    response_format: "implemented",
     user: "ignored",
     safety_identifier: "ignored",
     prompt_cache_key: "ignored",
@@ -114,7 +118,6 @@ export const REQUEST_FIELDS: Readonly<
       max_completion_tokens: "implemented",
       top_logprobs: "implemented",
       parallel_tool_calls: "ignored",
-      response_format: "checked",
       tools: "checked",
       tool_choice: "checked",
     },
@@ -140,11 +143,6 @@ function refuseUnsupported(b: Record<string, unknown>, kind: "chat" | "completio
     if (what === undefined) unsupported(name);
     if (what !== "checked" || v === undefined || v === null) continue;
     switch (name) {
-      case "response_format":
-        if (!isObject(v) || v.type !== "text") {
-          unsupported(name, 'only {"type": "text"} is supported (no JSON mode or schema)');
-        }
-        break;
       case "tools":
         if (!Array.isArray(v) || v.length > 0) unsupported(name, "tool calls are not supported");
         break;
@@ -214,6 +212,92 @@ function parseLogitBias(body: Record<string, unknown>, vocabSize?: number): [num
     out.set(id, value);
   }
   return [...out];
+}
+
+/**
+ * The GBNF text a request constrains its output to, from llama.cpp's
+ * `grammar` and `json_schema` fields or OpenAI's `response_format` (`text`,
+ * `json_object`, `json_schema`), at most one of them; undefined for none. A
+ * schema is converted here (as llama.cpp converts it), so a keyword that
+ * cannot be enforced is a 400 naming it; the grammar itself is compiled
+ * against the vocabulary when the request starts (a 400 there too).
+ */
+function parseConstraint(body: Record<string, unknown>): string | undefined {
+  const given: string[] = [];
+  let grammar: string | undefined;
+  let schema: { value: unknown; param: string } | undefined;
+  const g = body.grammar;
+  if (g !== undefined && g !== null) {
+    if (typeof g !== "string") bad("grammar", `expected GBNF text, got ${kind(g)}`);
+    if (g !== "") { // llama-server: an empty grammar is none
+      grammar = g;
+      given.push("grammar");
+    }
+  }
+  const js = body.json_schema;
+  if (js !== undefined && js !== null) {
+    if (!isObject(js)) bad("json_schema", `expected a JSON Schema object, got ${kind(js)}`);
+    schema = { value: js, param: "json_schema" };
+    given.push("json_schema");
+  }
+  const rf = body.response_format;
+  if (rf !== undefined && rf !== null) {
+    if (!isObject(rf)) bad("response_format", `expected an object, got ${kind(rf)}`);
+    switch (rf.type) {
+      case "text":
+        break;
+      case "json_object": { // any JSON object, or llama.cpp's extension: a `schema` beside it
+        const s = rf.schema ?? { type: "object" };
+        if (!isObject(s)) bad("response_format.schema", `expected an object, got ${kind(s)}`);
+        schema = { value: s, param: "response_format" };
+        given.push("response_format");
+        break;
+      }
+      case "json_schema": {
+        const wrapper = rf.json_schema;
+        if (!isObject(wrapper)) {
+          bad(
+            "response_format.json_schema",
+            `expected {name, schema, strict}, got ${kind(wrapper)}`,
+          );
+        }
+        const s = wrapper.schema ?? { type: "object" };
+        if (!isObject(s)) {
+          bad("response_format.json_schema.schema", `expected an object, got ${kind(s)}`);
+        }
+        schema = { value: s, param: "response_format" };
+        given.push("response_format");
+        break;
+      }
+      default:
+        bad(
+          "response_format",
+          `type must be "text", "json_object" or "json_schema", got ${JSON.stringify(rf.type)}`,
+        );
+    }
+  }
+  if (given.length > 1) bad(given[1], `give one of ${given.join(" and ")}, not both`);
+  if (grammar !== undefined) {
+    // The syntax is checked here; token references are looked up in the vocabulary later.
+    try {
+      parseGbnf(grammar, "root", () => 0);
+    } catch (error) {
+      if (error instanceof GrammarError) bad("grammar", error.message.replace(/^grammar: /, ""));
+      throw error;
+    }
+    return grammar;
+  }
+  if (schema === undefined) return undefined;
+  // llama-server: an empty schema means any object
+  const value = isObject(schema.value) && Object.keys(schema.value).length === 0
+    ? { type: "object" }
+    : schema.value;
+  try {
+    return jsonSchemaToGrammar(value);
+  } catch (error) {
+    if (error instanceof SchemaError) bad(schema.param, error.message);
+    throw error;
+  }
 }
 
 /** `messages` with the server's system message first, unless they start with their own. */
@@ -336,6 +420,7 @@ function common(
   return {
     n,
     logitBias: parseLogitBias(body, limits.vocabSize),
+    grammar: parseConstraint(body),
     ignoreEos: optBoolean(body, "ignore_eos") ?? false,
     model: typeof model === "string" ? model : undefined,
     stream,
@@ -411,6 +496,7 @@ export function parseChatRequest(
       ignoreEos: c.ignoreEos,
       n: c.n,
       logitBias: c.logitBias,
+      grammar: c.grammar,
     },
     stream: c.stream,
     includeUsage: c.includeUsage,
@@ -454,6 +540,7 @@ export function parseCompletionRequest(
       ignoreEos: c.ignoreEos,
       n: c.n,
       logitBias: c.logitBias,
+      grammar: c.grammar,
     },
     stream: c.stream,
     includeUsage: c.includeUsage,

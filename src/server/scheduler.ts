@@ -30,11 +30,17 @@ import {
   Sequence,
   type SequenceTokenizer,
 } from "../generation/mod.ts";
+import {
+  type CompiledGrammar,
+  compileGrammar,
+  type ConstraintTokenizer,
+  GrammarConstraint,
+} from "../grammar/mod.ts";
 import type { Context } from "../model/mod.ts";
 import { Sampler, type SamplerParams, SamplerWorkspace } from "../sampler/mod.ts";
 
 /** What the scheduler needs from a tokenizer. */
-export interface SchedulerTokenizer extends SequenceTokenizer {
+export interface SchedulerTokenizer extends SequenceTokenizer, ConstraintTokenizer {
   /** The text of one token (for `top_logprobs`). */
   tokenToPiece(id: number): string;
 }
@@ -59,6 +65,8 @@ export interface SequenceParams {
   n?: number;
   /** `[token id, bias]` added to those logits before sampling; -Infinity bans the token. */
   logitBias?: ReadonlyArray<readonly [number, number]>;
+  /** GBNF text every choice's output must match (JSON schemas arrive converted). */
+  grammar?: string;
 }
 
 /** A token and its log-probability. */
@@ -103,7 +111,7 @@ export type SequenceEvent =
     completionTokens: number;
     timings: SequenceTimings;
   }
-  | { type: "error"; status: number; message: string };
+  | { type: "error"; status: number; message: string; param?: string };
 
 /** Cumulative counters of a scheduler. */
 export interface SchedulerStats {
@@ -192,8 +200,8 @@ export class Scheduler {
    */
   submit(params: SequenceParams, emit: (event: SequenceEvent) => void): number {
     const id = this.#nextId++;
-    const fail = (message: string) => {
-      emit({ type: "error", status: 400, message });
+    const fail = (message: string, param?: string) => {
+      emit({ type: "error", status: 400, message, param });
       return id;
     };
     const prompt = params.prompt, n = prompt.length;
@@ -228,11 +236,23 @@ export class Scheduler {
       open: choices,
     };
     try {
-      const processors: LogitProcessor[] = [];
+      const shared: LogitProcessor[] = [];
       if (params.logitBias !== undefined && params.logitBias.length > 0) {
-        processors.push(new LogitBias(params.logitBias, V));
+        shared.push(new LogitBias(params.logitBias, V));
+      }
+      let grammar: CompiledGrammar | undefined;
+      try {
+        grammar = params.grammar === undefined
+          ? undefined
+          : compileGrammar(params.grammar, this.#tokenizer);
+      } catch (error) {
+        return fail((error as Error).message, "grammar");
       }
       for (let i = 0; i < choices; i++) {
+        // a grammar's state is per choice
+        const processors = grammar === undefined
+          ? shared
+          : [...shared, new GrammarConstraint(grammar)];
         request.sequences.push(this.#sequence(request, i, processors));
       }
     } catch (error) {
@@ -327,7 +347,11 @@ export class Scheduler {
     if (job.error !== undefined) {
       this.#byId.delete(request.id);
       for (const other of request.jobs) this.driver.cancel(other);
-      request.emit({ type: "error", status: 500, message: `decode failed: ${job.error.message}` });
+      request.emit({
+        type: "error",
+        status: 500,
+        message: `generation failed: ${job.error.message}`,
+      });
       return;
     }
     const index = request.jobs.indexOf(job);
