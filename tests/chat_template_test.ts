@@ -138,3 +138,22 @@ Deno.test("chat: built-ins by name, and an error naming them when a model has no
     chatTemplateFor(file.gguf, tokenizer, "chatml").render(messages).startsWith("<|im_start|>"),
   );
 });
+
+Deno.test("render: enableThinking false closes a reasoning template's block (as structured output asks)", () => {
+  const tokens = { bosToken: "", eosToken: "<|im_end|>" };
+  const qwen3 = new ChatTemplate(
+    readFileSync(testdata("chat/templates/Qwen-Qwen3-0.6B.jinja"), "utf8"),
+    tokens,
+  );
+  const messages = [{ role: "user", content: "A city as JSON." }];
+  const thinking = qwen3.render(messages);
+  const answer = qwen3.render(messages, { enableThinking: false });
+  assert.ok(thinking.endsWith("<|im_start|>assistant\n"), JSON.stringify(thinking));
+  assert.equal(answer, thinking + "<think>\n\n</think>\n\n");
+  // a template without reasoning renders the same either way
+  const gemma = new ChatTemplate(
+    readFileSync(testdata("chat/templates/google-gemma-2-2b-it.jinja"), "utf8"),
+    { bosToken: "<bos>", eosToken: "<eos>" },
+  );
+  assert.equal(gemma.render(messages, { enableThinking: false }), gemma.render(messages));
+});

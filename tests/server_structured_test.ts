@@ -13,6 +13,7 @@ import { validator } from "./_ajv.ts";
 import { runDeno } from "./_cli.ts";
 import { pythonPackages, runPython } from "./_python.ts";
 import { SMOLLM2_Q4_1, startServer } from "./_server.ts";
+import { parseChatRequest } from "../src/server/protocol.ts";
 
 const PERSON = {
   type: "object",
@@ -264,3 +265,17 @@ obj = client.chat.completions.create(
 print(json.dumps({"plain": plain, "streamed": streamed, "valid": True,
                   "parsed": city.model_dump(), "object": json.loads(obj.choices[0].message.content)}))
 `;
+
+Deno.test("protocol: structured output asks a reasoning template to close its reasoning block", () => {
+  const messages = [{ role: "user", content: "x" }];
+  const plain = parseChatRequest({ messages }, {});
+  assert.deepEqual(plain.input.prompt, { messages });
+  for (const extra of [{ response_format: { type: "json_object" } }, { grammar: 'root ::= "a"' }]) {
+    const structured = parseChatRequest({ messages, ...extra }, {});
+    assert.deepEqual(structured.input.prompt, { messages, enableThinking: false });
+    assert.ok((structured.input.grammar ?? "").includes("root ::="));
+  }
+  // response_format text is no constraint
+  const text = parseChatRequest({ messages, response_format: { type: "text" } }, {});
+  assert.equal(text.input.grammar, undefined);
+});

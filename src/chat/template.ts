@@ -63,6 +63,12 @@ export interface RenderOptions {
   addGenerationPrompt?: boolean;
   /** The clock `strftime_now`, `date_string` and `datetime` read; default now. */
   now?: Date;
+  /**
+   * The template's `enable_thinking` (default true). False asks a reasoning
+   * template to close its reasoning block in the generation prompt, so the
+   * reply starts with the answer (the server does so for structured output).
+   */
+  enableThinking?: boolean;
 }
 
 /** The message-shaped values a render hands the template. */
@@ -182,7 +188,7 @@ export class ChatTemplate {
         ? [{ ...msgs[1], content: `${msgs[0].content}\n${msgs[1].content}` }, ...msgs.slice(2)]
         : [];
     }
-    let prompt = this.#apply(msgs, addGenerationPrompt, now);
+    let prompt = this.#apply(msgs, addGenerationPrompt, now, options.enableThinking ?? true);
     if (this.#isGemma4 && addGenerationPrompt && prompt.endsWith("<turn|>\n")) {
       prompt += "<|turn>model\n";
     }

@@ -45,7 +45,7 @@ export interface ChatTemplateInfo {
 export type PromptInput =
   | { text: string }
   | { tokens: number[] }
-  | { messages: ChatMessage[] };
+  | { messages: ChatMessage[]; enableThinking?: boolean };
 
 /** A generation request as the backend takes it (already validated). */
 export interface GenerateInput {
@@ -178,7 +178,9 @@ export class LocalBackend implements Backend {
   /** The prompt's token ids (BOS as the model asks, control tokens parsed: llama.cpp's defaults). */
   promptTokens(prompt: PromptInput): Int32Array {
     if ("tokens" in prompt) return Int32Array.from(prompt.tokens);
-    const text = "text" in prompt ? prompt.text : this.#render(prompt.messages, true);
+    const text = "text" in prompt
+      ? prompt.text
+      : this.#render(prompt.messages, true, prompt.enableThinking);
     const ids = this.#tokenizer.encode(text, { addSpecial: true, parseSpecial: true });
     return Int32Array.from(ids);
   }

@@ -27,6 +27,7 @@ export interface ChatMessage {
 export type ChatRenderer = (
   messages: readonly ChatMessage[],
   addGenerationPrompt: boolean,
+  enableThinking?: boolean,
 ) => string;
 
 /** A renderer over `source` (or ChatML), with the vocabulary's BOS/EOS texts and rules. */
@@ -45,5 +46,6 @@ export function chatRenderer(
     addBos: tokens.addBos,
     addEos: tokens.addEos,
   });
-  return (messages, addGenerationPrompt) => template.render(messages, { addGenerationPrompt });
+  return (messages, addGenerationPrompt, enableThinking) =>
+    template.render(messages, { addGenerationPrompt, enableThinking });
 }

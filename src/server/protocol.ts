@@ -487,7 +487,9 @@ export function parseChatRequest(
   if (top !== undefined && !logprobs) bad("top_logprobs", "needs logprobs: true");
   return {
     input: {
-      prompt: { messages },
+      // Structured output starts with the answer: a reasoning template is asked to close its
+      // reasoning block (a grammar on the first token would otherwise cut the reasoning short).
+      prompt: c.grammar === undefined ? { messages } : { messages, enableThinking: false },
       maxTokens: c.maxTokens,
       sampling: c.sampling,
       seed: c.seed,

@@ -100,7 +100,8 @@ export class WorkerBackend implements Backend {
     if ("messages" in input.prompt) {
       // Rendered here: the Worker only tokenizes and computes.
       try {
-        input = { ...input, prompt: { text: this.#render(input.prompt.messages, true) } };
+        const { messages, enableThinking } = input.prompt;
+        input = { ...input, prompt: { text: this.#render(messages, true, enableThinking) } };
       } catch (error) {
         onEvent({
           type: "error",
