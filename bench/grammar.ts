@@ -136,7 +136,7 @@ function feed(m: GrammarMatcher, ids: number[], full: boolean, logits: Float32Ar
 console.log(`load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 for (const path of vocabs) {
   const tokenizer = Tokenizer.fromGguf(parseGguf(readFileSync(path)));
-  let t0 = performance.now();
+  const t0 = performance.now();
   compileGrammar('root ::= "x"', tokenizer); // builds the vocabulary's trie
   const trieMs = performance.now() - t0;
   const rows: Record<string, Record<string, string>> = {};
