@@ -175,6 +175,26 @@ const EXPECTED_DIFFERENCES: Record<string, { reason: string; check: (c: LlamaCas
     reason: "llama.cpp replaces a lookahead pattern by any string; we refuse it",
     check: (c) => refusedAs(c, "pattern", "/properties/a", "group syntax (at position 1)"),
   },
+  "regexp quote": {
+    reason: 'llama.cpp writes a pattern\'s quote raw inside the JSON string (`"""`, which ends ' +
+      "the string: invalid JSON); we write its JSON escape",
+    check: (c) => {
+      assert.equal(
+        trimGrammar(jsonSchemaToGrammar(JSON.parse(c.schema))),
+        trimGrammar(c.grammar).replace('("\\"")', '("\\\\\\"")'),
+      );
+    },
+  },
+  regexp: {
+    reason: "llama.cpp's `.` is `[^\\x0A\\x0D]`, which writes quotes, backslashes and control " +
+      "characters raw inside the JSON string; ours is any character as JSON writes it",
+    check: (c) => {
+      const ours = trimGrammar(jsonSchemaToGrammar(JSON.parse(c.schema)));
+      const dot = ours.split("\n").find((l) => l.startsWith("dot ::= "))!;
+      assert.equal(dot, 'dot ::= [^\\"\\\\\\x00-\\x1F] | "\\\\\\"" | "\\\\\\\\" | "\\\\t"');
+      assert.equal(ours, trimGrammar(c.grammar).replace("dot ::= [^\\x0A\\x0D]", dot));
+    },
+  },
   "optional props with empty name": {
     reason: 'llama.cpp names the value rule of a top-level property "" `root`, so its ' +
       "grammar's root is that integer, not the object; ours names it `-`",
@@ -508,9 +528,10 @@ Deno.test("pattern: a quantifier after an escape repeats that escape only", () =
     jsonSchemaToGrammar({ pattern: "^a😀?$" }),
     /^root ::= "\\"" \("a" "😀"\?\) "\\""$/m,
   );
+  // any character, as a JSON string writes it: line breaks too with dotall
   assert.match(
     jsonSchemaToGrammar({ pattern: "^x.$" }, { dotall: true }),
-    /^dot ::= \[\\U00000000-\\U0010FFFF\]$/m,
+    /^dot ::= \[\^\\"\\\\\\x00-\\x1F\] \| "\\\\\\"" \| "\\\\\\\\" \| "\\\\t" \| "\\\\n" \| "\\\\r"$/m,
   );
 });
 
@@ -697,9 +718,9 @@ Deno.test("a large but legitimate schema converts quickly", () => {
 
 /** The names a GBNF rule body references (literals, classes and repetition counts removed). */
 function referencedNames(body: string): string[] {
+  // literals and classes in one left-to-right pass: a class may hold a quote, a literal a bracket
   const stripped = body
-    .replace(/"(?:[^"\\]|\\.)*"/g, " ")
-    .replace(/\[(?:[^\]\\]|\\.)*\]/g, " ")
+    .replace(/"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]/g, " ")
     .replace(/\{[0-9,]*\}/g, " ");
   return stripped.split(/[\s()|*+?]+/).filter((t) => t !== "");
 }

@@ -84,6 +84,110 @@ function gbnfEscapeLength(cps: string[], pos: number): number {
   return 2 + hex;
 }
 
+/** The code point a GBNF-compatible escape at `pos` stands for (`gbnfEscapeLength` > 0). */
+function escapeCodePoint(cps: string[], pos: number, n: number): number {
+  switch (cps[pos + 1]) {
+    case "t":
+      return 0x09;
+    case "r":
+      return 0x0d;
+    case "n":
+      return 0x0a;
+    case "x":
+    case "u":
+    case "U":
+      return parseInt(cps.slice(pos + 2, pos + n).join(""), 16);
+    default:
+      return cps[pos + 1].codePointAt(0)!;
+  }
+}
+
+/**
+ * The GBNF literal text (inside `"..."`) that writes code point `cp` inside
+ * a JSON string: a quote, a backslash and control characters as their JSON
+ * escapes, so that a pattern's output stays valid JSON (llama.cpp writes
+ * them raw, which breaks the JSON).
+ */
+function jsonLiteral(cp: number): string {
+  switch (cp) {
+    case 0x22:
+      return '\\\\\\"'; // the JSON escape \" as GBNF string text
+    case 0x5c:
+      return "\\\\\\\\"; // \\
+    case 0x0a:
+      return "\\\\n";
+    case 0x0d:
+      return "\\\\r";
+    case 0x09:
+      return "\\\\t";
+  }
+  if (cp < 0x20) return "\\\\u00" + cp.toString(16).padStart(2, "0");
+  return String.fromCodePoint(cp);
+}
+
+/** Characters a JSON string cannot hold raw: they are left out of character classes. */
+const JSON_UNSAFE = '\\"\\\\\\x00-\\x1F';
+
+/**
+ * A pattern's character class as characters of a JSON string: a negated
+ * class also leaves out what JSON cannot hold raw; a class that names a
+ * quote, a backslash or control characters gets them as their JSON escapes
+ * (llama.cpp writes them raw, which breaks the JSON).
+ */
+function jsonClass(cls: string): string {
+  const members = Array.from(cls.slice(cls.startsWith("[^") ? 2 : 1, -1));
+  if (cls.startsWith("[^")) {
+    // a quote or a backslash the class does not exclude may come escaped
+    const text = members.join("");
+    const extra = [
+      ...(text.includes('"') ? [] : [`"${jsonLiteral(0x22)}"`]), // `"` or `\"`
+      ...(/\\\\/.test(text) ? [] : [`"${jsonLiteral(0x5c)}"`]),
+    ];
+    return `([^${text}${JSON_UNSAFE}] | ${extra.join(" | ")})`.replace(/ \| \)$/, ")");
+  }
+  // the ranges the class names, as code points
+  const ranges: [number, number][] = [];
+  for (let k = 0; k < members.length;) {
+    const one = (at: number): [number, number] => {
+      const n = gbnfEscapeLength(members, at);
+      return n > 0 ? [escapeCodePoint(members, at, n), n] : [members[at].codePointAt(0)!, 1];
+    };
+    const [lo, n] = one(k);
+    k += n;
+    if (members[k] === "-" && k + 1 < members.length) {
+      const [hi, m] = one(k + 1);
+      ranges.push([lo, hi]);
+      k += 1 + m;
+    } else {
+      ranges.push([lo, lo]);
+    }
+  }
+  const unsafe = (cp: number) => cp < 0x20 || cp === 0x22 || cp === 0x5c;
+  const escaped: string[] = [];
+  for (const [lo, hi] of ranges) {
+    for (let cp = lo; cp <= Math.min(hi, 0x5c); cp++) if (unsafe(cp)) escaped.push(jsonLiteral(cp));
+  }
+  if (escaped.length === 0) return cls;
+  const safe = ranges.flatMap(([lo, hi]) => {
+    const out: [number, number][] = [];
+    let from = lo;
+    for (let cp = lo; cp <= Math.min(hi, 0x5c); cp++) {
+      if (unsafe(cp)) {
+        if (from < cp) out.push([from, cp - 1]);
+        from = cp + 1;
+      }
+    }
+    if (from <= hi) out.push([from, hi]);
+    return out;
+  });
+  const hex = (cp: number) => `\\U${cp.toString(16).padStart(8, "0")}`;
+  const parts = escaped.map((e) => `"${e}"`);
+  if (safe.length > 0) {
+    parts.unshift(`[${safe.map(([a, b]) => a === b ? hex(a) : `${hex(a)}-${hex(b)}`).join("")}]`);
+  }
+  return `(${[...new Set(parts)].join(" | ")})`;
+}
+
 type Piece = { text: string; literal: boolean };
 
 function toRule(p: Piece): string {
@@ -135,8 +239,15 @@ export function patternToRule(pattern: string, name: string, rules: PatternRules
   let depth = 0;
   const at = (j: number) => j + 1; // position in the whole pattern
 
-  const dot = () =>
-    rules.addRule("dot", rules.dotall ? "[\\U00000000-\\U0010FFFF]" : "[^\\x0A\\x0D]");
+  // Any character but a line break, as a JSON string holds it raw (llama.cpp's `[^\x0A\x0D]`
+  // also writes quotes, backslashes and control characters raw: invalid JSON).
+  const dot = () => {
+    const escapes = [0x22, 0x5c, 0x09, ...(rules.dotall ? [0x0a, 0x0d] : [])];
+    return rules.addRule(
+      "dot",
+      [`[^${JSON_UNSAFE}]`, ...escapes.map((cp) => `"${jsonLiteral(cp)}"`)].join(" | "),
+    );
+  };
 
   const transform = (): Piece => {
     const seq: Piece[] = [];
@@ -207,7 +318,7 @@ export function patternToRule(pattern: string, name: string, rules: PatternRules
           throw new PatternError("has an unterminated character class", at(start), true);
         }
         i++;
-        seq.push({ text: cls + "]", literal: false });
+        seq.push({ text: jsonClass(cls + "]"), literal: false });
       } else if (c === "|") {
         seq.push({ text: "|", literal: false });
         i++;
@@ -252,21 +363,24 @@ export function patternToRule(pattern: string, name: string, rules: PatternRules
               if (!joins(i + 2) && QUANTIFIERS.has(sub[i + 2])) break;
               literal += next;
               i += 2;
-            } else {
+            } else if (gbnfEscapeLength(sub, i) > 0) {
               const n = gbnfEscapeLength(sub, i);
-              if (n === 0) {
-                throw new PatternError(
-                  `has an unsupported escape: ${sub.slice(i, i + 2).join("")}`,
-                  at(i),
-                );
-              }
               if (!joins(i + n) && QUANTIFIERS.has(sub[i + n])) break;
-              literal += sub.slice(i, i + n).join("");
+              const cp = escapeCodePoint(sub, i, n);
+              // a character JSON holds raw keeps llama.cpp's spelling of it
+              literal += cp < 0x20 || cp === 0x22 || cp === 0x5c
+                ? jsonLiteral(cp)
+                : sub.slice(i, i + n).join("");
               i += n;
+            } else {
+              throw new PatternError(
+                `has an unsupported escape: ${sub.slice(i, i + 2).join("")}`,
+                at(i),
+              );
             }
-          } else if (sub[i] === '"') {
+          } else if (sub[i] === '"' || sub[i].codePointAt(0)! < 0x20) {
             if (!joins(i + 1) && QUANTIFIERS.has(sub[i + 1])) break;
-            literal += '\\"';
+            literal += jsonLiteral(sub[i].codePointAt(0)!);
             i++;
           } else if (!NON_LITERAL.has(sub[i]) && joins(i + 1)) {
             literal += sub[i];

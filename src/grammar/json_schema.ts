@@ -80,14 +80,16 @@
  * property named `*` is one property (llama.cpp takes it for the additional ones);
  * `minimum` with `exclusiveMinimum` (or the maxima) give the stricter bound (llama.cpp
  * ignores the exclusive one); `{"prefixItems": [...], "items": false}` is a tuple
- * (llama.cpp refuses it).
+ * (llama.cpp refuses it). A pattern's characters are written as a JSON string holds them:
+ * a quote, a backslash or a control character it names comes as its JSON escape, and `.`
+ * and negated classes leave out what JSON cannot hold raw (llama.cpp writes them raw,
+ * which ends the string or makes it invalid JSON); the value the JSON decodes to matches
+ * the pattern.
  *
  * Known limits: a schema is taken as a parsed JavaScript value, so property order follows
  * JavaScript's (integer-like names first) and `1.0` is the integer `1`, where llama.cpp
- * keeps the text's order and writes `1.0`. As in llama.cpp, a pattern's characters are
- * matched as they appear in the JSON text, unescaped: `.`, a negated class or a `\"` in a
- * pattern can let a raw `"`, `\` or control character into the string, which ends it or
- * makes it invalid JSON.
+ * keeps the text's order and writes `1.0`. A pattern's `.` does not write control
+ * characters other than a tab (and line breaks with `dotall`).
  *
  * @module
  */
