@@ -1,15 +1,15 @@
 /**
- * Always valid: the 112 schemas of the corpus (`tests/golden/grammar/
- * schemas_corpus.json`) without a caveat, each sampled at temperature 1.0
- * with three seeds (`n: 3`) through `dotllm serve` on SmolLM2-135M-Instruct
- * Q4_1, several requests batched at once. Every choice that ends with
- * `stop` parses and validates against its schema (ajv, draft 2020-12, with
- * formats).
+ * Always valid: the schemas of the corpus (`tests/golden/grammar/
+ * schemas_corpus.json`), each sampled at temperature 1.0 with three seeds
+ * (`n: 3`) through `dotllm serve` on SmolLM2-135M-Instruct Q4_1, several
+ * requests batched at once. Every choice that ends with `stop` parses and
+ * validates against its schema (ajv, draft 2020-12, with formats).
  *
- * The corpus's caveats are grammars llama.cpp's converter makes and dotllm
+ * Left out: the schemas with two caveats of llama.cpp's grammar that dotllm
  * keeps (so its tokens stay llama.cpp's): a number whose 16-digit exponent
- * parses to Infinity, a date like 2023-02-30, and the key rule beside
- * declared properties, which admits raw control characters.
+ * parses to Infinity, and a date like 2023-02-30. (The corpus's third
+ * caveat, llama.cpp's key rule beside declared properties admitting raw
+ * control characters, dotllm does not have: those schemas are in.)
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -26,10 +26,11 @@ interface Entry {
 
 const corpus = (JSON.parse(
   readFileSync(join(repoRoot, "tests", "golden", "grammar", "schemas_corpus.json"), "utf8"),
-) as Entry[]).filter((e) => (e.caveats ?? []).length === 0);
+) as Entry[]).filter((e) => (e.caveats ?? []).every((c) => c === "additional-key-raw-chars"));
 
 Deno.test({
-  name: "always valid: 112 schemas x 3 seeds at temperature 1 through the server all validate",
+  name:
+    "always valid: the corpus's schemas x 3 seeds at temperature 1 through the server all validate",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

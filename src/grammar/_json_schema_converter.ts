@@ -344,7 +344,9 @@ export class SchemaConverter {
         out += singleClass(c);
         out += child.children.size > 0 ? " (" + walk(child) + ")" : " " + char + "+";
       });
-      if (sorted.length > 0) out += ' | [^"' + rejects + "] " + char + "*";
+      // llama.cpp's `[^"...]` also lets a raw backslash or control character start the
+      // rest of the key (invalid JSON); the rest starts as `char` does
+      if (sorted.length > 0) out += ' | [^"\\\\\\x7F\\x00-\\x1F' + rejects + "] " + char + "*";
       return out;
     };
     return '["] ( ' + walk(trie) + " )" + (trie.terminal ? "" : "?") + ' ["]';

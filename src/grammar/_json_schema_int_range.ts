@@ -122,7 +122,9 @@ export function buildMinMaxInt(
       const negatives = topLevel ? '"-" [1-9] ' + moreDigits(0, lessDecimals) + " | " : "";
       return negatives + buildMinMaxInt(0, max, decimalsLeft, true);
     }
-    return '"-" (' + buildMinMaxInt(-max, null, decimalsLeft, false) + ")";
+    // llama.cpp passes top_level = false here, which lets the magnitude start with 0
+    // (`-01`, `-0001`: not JSON); a magnitude of at least -max starts with 1-9.
+    return '"-" (' + buildMinMaxInt(-max, null, decimalsLeft, true) + ")";
   }
   throw new Error("buildMinMaxInt: at least one bound must be set");
 }
