@@ -197,6 +197,8 @@ const GRAMMARS: Record<string, string> = {
   japanese: 'root ::= ([ぁ-ゟ゠-ヿ一-鿿] | "、" | "。")+ "\\n"?',
   classes: 'root ::= "<" [^<>]* ">" . [a-zA-Z0-9_]{1,3} ("!" | "?")*',
   lists: 'root ::= item ("\\n" item){0,4}\nitem ::= "- " [a-z ]{1,12} ([0-9]+ "x")?',
+  // bounded repetitions: the pass proves whole subtrees taken along a chain of states
+  bounded: 'root ::= "\\"" [^"\\\\]{0,40} "\\"" [a-z]{2,5}',
 };
 
 Deno.test("matcher: masks equal llama.cpp's algorithm on stories260K (byte tokens, partial UTF-8)", () => {

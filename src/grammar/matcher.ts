@@ -33,6 +33,28 @@ const EMPTY = 0; // the empty stack
 const DEAD = -1; // the state with no stacks
 const UNKNOWN = -2;
 
+/** Longest road {@linkcode CompiledGrammar} follows to prove a subtree taken. */
+const MAX_CHAIN = 64;
+/** Fewest tokens below a trie node for which the pass works out the state's road. */
+const ROAD_MIN_TOKENS = 64;
+
+/** A state's main road: see `CompiledGrammar.#chain`. */
+interface Chain {
+  ascii: Int32Array;
+  other: boolean;
+  next: number;
+  /** Steps the road keeps its code points (Infinity: it loops); -1 until known. */
+  run: number;
+}
+
+const NO_ROAD: Chain = { ascii: new Int32Array(4), other: false, next: DEAD, run: -1 };
+
+/** True when road `outer` takes at least the code points of road `inner`. */
+function contains(outer: Chain, inner: Chain): boolean {
+  for (let k = 0; k < 4; k++) if ((inner.ascii[k] & ~outer.ascii[k]) !== 0) return false;
+  return outer.other || !inner.other;
+}
+
 /** The tokens one state allows: the allowed ids when few, else the forbidden ones. */
 export interface TokenMask {
   /** How many tokens are allowed. */
@@ -62,7 +84,7 @@ export class CompiledGrammar {
   readonly #classes: ({ bounds: Int32Array; next: Int32Array } | undefined)[] = [];
   readonly #masks = new Map<number, TokenMask>();
   #maskBytes = 0;
-  readonly #loops: ({ ascii: Int32Array; other: boolean } | undefined)[] = [];
+  readonly #chains: (Chain | undefined)[] = [];
   /** The state before any token. */
   readonly start: number;
 
@@ -407,7 +429,7 @@ export class CompiledGrammar {
     // The trie pass: stateAt[d] is the state after the first d code points of the
     // current path, asciiAt[d] its table of ASCII transitions.
     const { nodeCp, nodeDepth, nodeEnd, nodeTokens, tokens, partialValue, partialRemain } = trie;
-    const { belowAscii, belowOther, tokensBefore } = trie;
+    const { belowAscii, belowOther, tokensBefore, height } = trie;
     const stateAt = new Int32Array(trie.maxDepth + 1);
     const asciiAt: Int32Array[] = new Array(trie.maxDepth + 1);
     stateAt[0] = state;
@@ -437,24 +459,25 @@ export class CompiledGrammar {
         stateAt[d] = s;
         asciiAt[d] = this.#ascii(s);
       }
-      const loop = this.#loops[s] ??= this.#selfLoops(s);
+      // (a road longer than a loop is worth following only for a subtree of many tokens)
+      const chain = this.#chain(s, tokensBefore[nodeEnd[i]] - tokensBefore[i] >= ROAD_MIN_TOKENS);
       if (
-        (belowAscii[4 * i] & ~loop.ascii[0]) === 0 &&
-        (belowAscii[4 * i + 1] & ~loop.ascii[1]) === 0 &&
-        (belowAscii[4 * i + 2] & ~loop.ascii[2]) === 0 &&
-        (belowAscii[4 * i + 3] & ~loop.ascii[3]) === 0 &&
-        (belowOther[i] === 0 || loop.other)
+        height[i] <= chain.run &&
+        (belowAscii[4 * i] & ~chain.ascii[0]) === 0 &&
+        (belowAscii[4 * i + 1] & ~chain.ascii[1]) === 0 &&
+        (belowAscii[4 * i + 2] & ~chain.ascii[2]) === 0 &&
+        (belowAscii[4 * i + 3] & ~chain.ascii[3]) === 0 &&
+        (belowOther[i] === 0 || chain.other)
       ) {
-        // every code point below keeps the state at s: the whole subtree is taken
+        // every path below stays on the chain from s, never past its end: the subtree is taken
         const end = tokensBefore[nodeEnd[i]];
         for (let k = tokensBefore[i]; k < end; k++) {
           const t = tokens[k];
-          if (partialRemain[t] === 0 || this.partialFits(s, partialValue[t], partialRemain[t])) {
-            const w = t >>> 5, b = 1 << (t & 31);
-            if ((bits[w] & b) === 0) {
-              bits[w] |= b;
-              count++;
-            }
+          if (partialRemain[t] !== 0 && !this.#partialAfter(s, t, d)) continue;
+          const w = t >>> 5, b = 1 << (t & 31);
+          if ((bits[w] & b) === 0) {
+            bits[w] |= b;
+            count++;
           }
         }
         i = nodeEnd[i];
@@ -485,25 +508,100 @@ export class CompiledGrammar {
   }
 
   /**
-   * The code points on which `state` goes to itself: 128 ASCII bits, and
-   * whether every other code point does (a state inside a JSON string).
+   * The state's main road: the code points that all lead to one next state
+   * (128 ASCII bits, and whether every other code point does too), that
+   * state, and how many steps the road keeps taking at least those code
+   * points (Infinity for a state that loops on them: inside a JSON string;
+   * a count for a bounded repetition: a string of at most 40 characters).
    */
-  #selfLoops(state: number): { ascii: Int32Array; other: boolean } {
-    const ascii = new Int32Array(4);
+  #chain(state: number, follow: boolean): Chain {
+    const known = this.#chains[state] ??= this.#road(state);
+    if (known.run >= 0) return known;
+    if (known.next === state) {
+      known.run = Infinity;
+      return known;
+    }
+    if (!follow) return NO_ROAD;
+    const walk: Chain[] = []; // roads whose run is one more than the next one's
+    const seen = new Set<number>();
+    let s = state;
+    let run: number;
+    for (;;) {
+      const c = this.#chains[s] ??= this.#road(s);
+      if (c.run >= 0) { // known
+        run = c.run;
+        break;
+      }
+      if (c.next === DEAD) {
+        run = c.run = 0;
+        break;
+      }
+      if (c.next === s || seen.has(s)) { // the road loops: it never ends
+        run = c.run = Infinity;
+        break;
+      }
+      seen.add(s);
+      walk.push(c);
+      if (walk.length >= MAX_CHAIN) {
+        run = 0;
+        break;
+      }
+      const d = this.#chains[c.next] ??= this.#road(c.next);
+      if (!contains(d, c)) { // one step, then the road takes less
+        run = 0;
+        break;
+      }
+      s = c.next;
+    }
+    for (let k = walk.length - 1; k >= 0; k--) {
+      run = run === Infinity ? Infinity : run + 1;
+      walk[k].run = run;
+    }
+    return this.#chains[state]!;
+  }
+
+  /** The road of `state` (its class and next state; `run` unknown, -1). */
+  #road(state: number): Chain {
     const classes = this.#classes[state] ??= this.#classBounds(state);
     const bounds = classes.bounds;
-    let other = true;
+    const targets = new Int32Array(bounds.length);
+    const cover = new Map<number, number>();
     for (let k = 0; k < bounds.length; k++) {
       const lo = bounds[k], hi = k + 1 < bounds.length ? bounds[k + 1] - 1 : 0x10ffff;
-      const loops = this.#nextByClass(state, lo) === state; // one answer per interval
-      if (lo < 128) {
-        if (loops) { for (let c = lo; c <= Math.min(hi, 127); c++) ascii[c >> 5] |= 1 << (c & 31); }
-        if (hi >= 128 && !loops) other = false;
-      } else if (!loops) {
-        other = false;
+      const t = targets[k] = this.#nextByClass(state, lo);
+      if (t === DEAD) continue;
+      const n = lo < 128 ? Math.min(hi, 127) - lo + 1 : 0.5; // ASCII first
+      cover.set(t, (cover.get(t) ?? 0) + n);
+    }
+    let next = DEAD, best = 0;
+    for (const [t, n] of cover) {
+      if (n > best) {
+        best = n;
+        next = t;
       }
     }
-    return { ascii, other };
+    const ascii = new Int32Array(4);
+    let other = next !== DEAD;
+    for (let k = 0; k < bounds.length; k++) {
+      const lo = bounds[k], hi = k + 1 < bounds.length ? bounds[k + 1] - 1 : 0x10ffff;
+      const on = next !== DEAD && targets[k] === next;
+      if (lo < 128 && on) {
+        for (let c = lo; c <= Math.min(hi, 127); c++) ascii[c >> 5] |= 1 << (c & 31);
+      }
+      if (hi >= 128 && !on) other = false;
+    }
+    return { ascii, other, next, run: -1 };
+  }
+
+  /** True when token `t`'s trailing partial character fits where its code points from index `from` lead from `state`. */
+  #partialAfter(state: number, t: number, from: number): boolean {
+    const trie = this.trie;
+    let s = state;
+    for (let i = trie.cpStart[t] + from; i < trie.cpStart[t + 1]; i++) {
+      s = this.next(s, trie.cps[i]);
+      if (s === DEAD) return false;
+    }
+    return this.partialFits(s, trie.partialValue[t], trie.partialRemain[t]);
   }
 
   #ascii(state: number): Int32Array {

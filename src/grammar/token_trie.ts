@@ -114,6 +114,8 @@ export class TokenTrie {
    */
   readonly belowAscii: Int32Array;
   readonly belowOther: Uint8Array;
+  /** How many code points the deepest path below each node has. */
+  readonly height: Int32Array;
   /** Tokens in `tokens` owned by nodes before node n in preorder (so a subtree's tokens are a range). */
   readonly tokensBefore: Int32Array;
   readonly #tokenizer: TrieTokenizer;
@@ -240,6 +242,11 @@ export class TokenTrie {
     }
     this.belowAscii = belowAscii;
     this.belowOther = belowOther;
+    const height = new Int32Array(nodes);
+    for (let n = nodes - 1; n >= 1; n--) {
+      if (height[n] + 1 > height[parent[n]]) height[parent[n]] = height[n] + 1;
+    }
+    this.height = height;
     const tokensBefore = new Int32Array(nodes + 1);
     for (let n = 0; n < nodes; n++) tokensBefore[n + 1] = tokensBefore[n] + last[n] - first[n];
     this.tokensBefore = tokensBefore;
