@@ -25,7 +25,15 @@ import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { compileGrammar, type GrammarMatcher, jsonSchemaToGrammar } from "../src/grammar/mod.ts";
+import { generate, type LogitProcessor } from "../src/generation/mod.ts";
+import {
+  compileGrammar,
+  GrammarConstraint,
+  type GrammarMatcher,
+  jsonSchemaToGrammar,
+} from "../src/grammar/mod.ts";
+import { Context, Model } from "../src/model/mod.ts";
+import { Sampler } from "../src/sampler/mod.ts";
 import { parseGguf } from "../src/gguf/mod.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 
@@ -173,6 +181,70 @@ for (const path of vocabs) {
     } ms`,
   );
   console.table(rows);
+}
+
+if (values.model !== undefined) {
+  // In one process: greedy generation with and without the schema, interleaved, and what
+  // the constraint itself costs per generated token (check, mask when refused, advance).
+  const model = Model.load(values.model);
+  const context = new Context(model, { threads: 2, contextSize: 1024 });
+  const tokenizer = Tokenizer.fromGguf(model.gguf);
+  const prompt = "Here is a JSON record of a customer order:\n";
+  const gbnf = jsonSchemaToGrammar(ORDER_SCHEMA);
+  const perToken: number[] = [];
+  const speed: Record<string, number[]> = { free: [], constrained: [] };
+  let masks = 0, tokens = 0;
+  for (let r = 0; r < runs + 1; r++) {
+    for (const constrained of [false, true]) {
+      const processors: LogitProcessor[] = [];
+      let spent = 0;
+      if (constrained) {
+        const c = new GrammarConstraint(compileGrammar(gbnf, tokenizer));
+        const timed = <A, R>(f: (a: A) => R, counted = false) => (a: A): R => {
+          const t0 = performance.now();
+          try {
+            return f(a);
+          } finally {
+            spent += performance.now() - t0;
+            if (counted) masks++;
+          }
+        };
+        processors.push({
+          allows: timed((t: number) => c.allows(t)),
+          process: timed((l: Float32Array) => c.process(l), true),
+          accept: timed((t: number) => c.accept(t)),
+        });
+      }
+      context.cache.clear();
+      const result = await generate(
+        { context },
+        tokenizer,
+        new Sampler(tokenizer.vocabSize, { temperature: 0 }, 1),
+        { prompt, maxTokens: 128, processors },
+      );
+      if (r === 0) continue; // warm-up: JIT, pages, the vocabulary's trie
+      const t = result.timings;
+      speed[constrained ? "constrained" : "free"].push(
+        result.tokens.length / (t.decodeMs + t.samplingMs) * 1000,
+      );
+      if (constrained) {
+        perToken.push(spent / result.tokens.length);
+        tokens += result.tokens.length;
+      }
+    }
+  }
+  context.close();
+  model.close();
+  const median = (a: number[]) => a.slice().sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  const free = median(speed.free), constrained = median(speed.constrained);
+  console.log(`\n${values.model.split("/").pop()}: in one process, greedy, 128 tokens, 2 threads`);
+  console.table({
+    "unconstrained tok/s": free.toFixed(1),
+    "constrained tok/s": constrained.toFixed(1),
+    "constrained / unconstrained": (constrained / free).toFixed(3),
+    "constraint µs per token (median run)": (median(perToken) * 1000).toFixed(0),
+    "masks per token": (masks / tokens).toFixed(3),
+  });
 }
 
 if (values.model !== undefined) {

@@ -85,6 +85,7 @@ export class CompiledGrammar {
   readonly #masks = new Map<number, TokenMask>();
   #maskBytes = 0;
   readonly #chains: (Chain | undefined)[] = [];
+  readonly #tokenStacks: (boolean | undefined)[] = [];
   /** The state before any token. */
   readonly start: number;
 
@@ -390,7 +391,13 @@ export class CompiledGrammar {
   }
 
   /** True when `state` has a token-reference stack. */
-  #hasTokenStacks(state: number): boolean {
+  hasTokenStacks(state: number): boolean {
+    let known = this.#tokenStacks[state];
+    if (known === undefined) known = this.#tokenStacks[state] = this.#findTokenStacks(state);
+    return known;
+  }
+
+  #findTokenStacks(state: number): boolean {
     for (const s of this.#stateStacks[state]) {
       if (s === EMPTY) continue;
       const t = this.#types[this.#nodePos[s]];
@@ -421,7 +428,7 @@ export class CompiledGrammar {
       }
     };
     if (this.canEnd(state)) { for (const t of trie.eog) allow(t); }
-    if (this.#hasTokenStacks(state)) {
+    if (this.hasTokenStacks(state)) {
       for (let t = 0; t < trie.vocabSize; t++) {
         if (trie.kind[t] === TokenKind.TEXT && this.tokenFits(state, t)) allow(t);
       }
@@ -674,7 +681,7 @@ export class GrammarMatcher {
       return this.#walks(state, cps, 0, cps.length, p);
     }
     if (kind === TokenKind.NEVER) return false;
-    if (kind === TokenKind.TEXT && g.tokenFits(state, id)) return true;
+    if (kind === TokenKind.TEXT && g.hasTokenStacks(state) && g.tokenFits(state, id)) return true;
     const from = trie.cpStart[id], to = trie.cpStart[id + 1];
     return this.#walks(state, trie.cps, from, to, {
       value: trie.partialValue[id],
@@ -748,10 +755,22 @@ export class GrammarMatcher {
       }
       return;
     }
+    const state = this.#state;
+    // The common case: whole characters, no character pending, no token reference to
+    // match: the next state is where the token's code points lead (already interned).
+    if (kind === TokenKind.TEXT && this.#partial.remain === 0 && !g.hasTokenStacks(state)) {
+      let s = state;
+      for (let i = trie.cpStart[id]; i < trie.cpStart[id + 1] && s !== DEAD; i++) {
+        s = g.next(s, trie.cps[i]);
+      }
+      if (s === DEAD) throw new GrammarError(`token ${id} does not continue the grammar`);
+      this.#state = s;
+      this.#partial = { value: trie.partialValue[id], remain: trie.partialRemain[id] };
+      return;
+    }
     const cps = this.#scratch;
     const partial = decodeUtf8(trie.piece(id), this.#partial, cps);
     const out = new Set<number>();
-    const state = this.#state;
     if (this.#partial.remain === 0) g.tokenStep(state, id, out);
     if (partial.remain >= 0) {
       if (cps.length === 0) {
