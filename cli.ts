@@ -35,6 +35,7 @@ const commandLoaders: Readonly<Record<string, () => Promise<Command>>> = {
   rm: async () => (await import("./src/cli/rm.ts")).rmCommand,
   bench: async () => (await import("./src/cli/bench.ts")).benchCommand,
   quantize: async () => (await import("./src/cli/quantize.ts")).quantizeCommand,
+  convert: async () => (await import("./src/cli/convert.ts")).convertCommand,
 };
 
 /** Every command, in the order `--help` lists them (this imports them all). */
