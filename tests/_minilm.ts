@@ -134,3 +134,30 @@ export function ensureMiniLm(): string {
 }
 
 if (import.meta.main) console.log(ensureMiniLm());
+
+/**
+ * `models/all-MiniLM-L6-v2-<TYPE>.gguf`, made by `dotllm convert` of the
+ * fetched folder when missing (checked against `golden/convert.json`'s
+ * sha256 of llama.cpp's own conversion).
+ */
+export async function ensureMiniLmGguf(type: "f32" | "f16" = "f32"): Promise<string> {
+  const { convertHf } = await import("../src/convert/mod.ts");
+  const golden = JSON.parse(
+    readFileSync(new URL("./golden/convert.json", import.meta.url), "utf8"),
+  ) as { minilm: Record<string, { sha256: string }> };
+  const dir = ensureMiniLm();
+  const path = join(repoRoot, "models", `all-MiniLM-L6-v2-${type.toUpperCase()}.gguf`);
+  const stampFile = path + ".verified";
+  const mark = () =>
+    `${golden.minilm[type].sha256} ${statSync(path).size} ${statSync(path).mtimeMs}`;
+  if (existsSync(path) && existsSync(stampFile) && readFileSync(stampFile, "utf8") === mark()) {
+    return path;
+  }
+  convertHf(dir, { out: path, outType: type });
+  const got = sha256File(path);
+  if (got !== golden.minilm[type].sha256) {
+    throw new Error(`${path}: sha256 ${got}, expected ${golden.minilm[type].sha256}`);
+  }
+  writeFileSync(stampFile, mark());
+  return path;
+}
