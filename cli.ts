@@ -36,6 +36,7 @@ const commandLoaders: Readonly<Record<string, () => Promise<Command>>> = {
   bench: async () => (await import("./src/cli/bench.ts")).benchCommand,
   quantize: async () => (await import("./src/cli/quantize.ts")).quantizeCommand,
   convert: async () => (await import("./src/cli/convert.ts")).convertCommand,
+  embed: async () => (await import("./src/cli/embed.ts")).embedCommand,
 };
 
 /** Every command, in the order `--help` lists them (this imports them all). */

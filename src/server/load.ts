@@ -102,7 +102,10 @@ export async function loadBackend(
       backendTokenizer,
       render,
       // Decodes and prompt chunks share batches only where that changes no token.
-      { stepTokens: options.stepTokens, mixed: probeBatchInvariance(context) },
+      {
+        stepTokens: options.stepTokens,
+        mixed: generates(context) && probeBatchInvariance(context),
+      },
       options.inbox,
     );
   } catch (error) {
@@ -110,4 +113,9 @@ export async function loadBackend(
     model.close();
     throw error;
   }
+}
+
+/** Whether the context's model generates text (an encoder such as BERT only embeds). */
+function generates(context: Context): boolean {
+  return context.model.weights.outputNorm !== undefined && context.model.config.causal;
 }
