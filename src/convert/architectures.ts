@@ -30,6 +30,8 @@ export interface ConvertArchitecture {
   map(name: string, config: Json): MappedTensor | undefined;
   /** The `<arch>.*` (and `general.file_type`) keys in the reference's order. */
   parameters(config: Json, fileType: number, dir: string): Metadata;
+  /** Keys the reference adds after the tokenizer's. */
+  afterTokenizer?(config: Json): Metadata;
 }
 
 /** `find_hparam`: the first of `keys` in the config. */
@@ -208,13 +210,20 @@ const llama: ConvertArchitecture = {
     return { name: mapped };
   },
   parameters(config, fileType) {
+    // transformers' LlamaConfig always has head_dim (hidden / heads when the file has none),
+    // and convert_hf_to_gguf.py reads the config through it: key and value lengths follow.
+    const heads = integer(config, ["num_attention_heads"])!;
+    config = { head_dim: Math.floor(integer(config, ["hidden_size"])! / heads), ...config };
     const out = textParameters("llama", config, fileType);
     out.push(["llama.vocab_size", meta.u32(integer(config, ["vocab_size"])!)]);
-    const heads = integer(config, ["num_attention_heads"])!;
     const ropeDim = (config.head_dim as number | undefined) ??
       Math.floor(integer(config, ["hidden_size"])! / heads);
     out.push(["llama.rope.dimension_count", meta.u32(ropeDim)]);
     return out;
+  },
+  afterTokenizer(config) {
+    // LlamaModel.set_vocab: "Apply to granite small models only" (any vocabulary of 49152).
+    return config.vocab_size === 49152 ? [["tokenizer.ggml.add_bos_token", meta.bool(false)]] : [];
   },
 };
 

@@ -141,6 +141,11 @@ export function planConversion(dir: string, outType: OutType): {
   metadata.push(
     ...tokenizerMetadata(dir, arch.tokenizer, vocabSize, config.type_vocab_size as number ?? 1),
   );
+  for (const [key, value] of arch.afterTokenizer?.(config) ?? []) {
+    const at = metadata.findIndex(([k]) => k === key);
+    if (at >= 0) metadata[at] = [key, value]; // a Python dict: replaced where it was first added
+    else metadata.push([key, value]);
+  }
   return { metadata, tensors };
 }
 
