@@ -134,8 +134,9 @@ Deno.test("SmolLM2-135M Q4_1 (a decoder): CLS pooling equals llama.cpp's; mean p
   const mean = await llm.embed(EMBEDDING_TEXTS, { pooling: "mean" });
   const m = compare(mean, smolGolden.mean);
   console.log(`mean pooling vs llama.cpp: min cosine ${m.cos}, max |Δ| ${m.delta}`);
-  // Not the 0.99999 / 1e-4 of the acceptance: llama-server's own last-token logits differ from
-  // dotllm's (and from the shared golden harness's) on these prompts; see the report.
+  // Not the 0.99999 / 1e-4 of the acceptance: the golden's llama.cpp build (AVX2 host) does not
+  // reproduce the shared AVX-512 SmolLM2 greedy golden that dotllm matches bit for bit (see the
+  // golden's comment); this model amplifies that build's ulp differences to ~1e-3.
   assert.ok(m.cos >= 0.9998, `cosine ${m.cos}`);
   assert.ok(m.delta <= 5e-3, `max |Δ| ${m.delta}`);
   // The first token attends only itself: with an F32 cache on both sides, the same vector.
