@@ -23,6 +23,26 @@ import { repoRoot, testdata } from "./_testdata.ts";
 /** The folder (its name becomes the converted file's `general.name`). */
 export const hfLlamaDir: string = join(repoRoot, "models", "hf-llama-tiny");
 
+/** The make-model shapes written as Hugging Face folders, with their class and tokenizer. */
+const HF_SHAPES = {
+  tiny: { dir: "hf-llama-tiny", arch: "LlamaForCausalLM", type: "llama", tokenizer: "smollm2" },
+  "qwen2-tiny": {
+    dir: "hf-qwen2-tiny",
+    arch: "Qwen2ForCausalLM",
+    type: "qwen2",
+    tokenizer: "qwen3",
+  },
+  "qwen3-tiny": {
+    dir: "hf-qwen3-tiny",
+    arch: "Qwen3ForCausalLM",
+    type: "qwen3",
+    tokenizer: "qwen3",
+  },
+} as const;
+
+/** A shape's folder name. */
+export type HfShape = keyof typeof HF_SHAPES;
+
 const HF_NAMES: [RegExp, string][] = [
   [/^token_embd\.weight$/, "model.embed_tokens.weight"],
   [/^output_norm\.weight$/, "model.norm.weight"],
@@ -36,6 +56,11 @@ const HF_NAMES: [RegExp, string][] = [
   [/^blk\.(\d+)\.ffn_gate\.weight$/, "model.layers.$1.mlp.gate_proj.weight"],
   [/^blk\.(\d+)\.ffn_up\.weight$/, "model.layers.$1.mlp.up_proj.weight"],
   [/^blk\.(\d+)\.ffn_down\.weight$/, "model.layers.$1.mlp.down_proj.weight"],
+  [/^blk\.(\d+)\.attn_q\.bias$/, "model.layers.$1.self_attn.q_proj.bias"],
+  [/^blk\.(\d+)\.attn_k\.bias$/, "model.layers.$1.self_attn.k_proj.bias"],
+  [/^blk\.(\d+)\.attn_v\.bias$/, "model.layers.$1.self_attn.v_proj.bias"],
+  [/^blk\.(\d+)\.attn_q_norm\.weight$/, "model.layers.$1.self_attn.q_norm.weight"],
+  [/^blk\.(\d+)\.attn_k_norm\.weight$/, "model.layers.$1.self_attn.k_norm.weight"],
 ];
 
 /** Hugging Face's Q/K row order: GGUF row r is HF row `hfRow(r)` (the converter's permute, inverted). */
@@ -45,11 +70,18 @@ function hfRow(r: number, rows: number, heads: number): number {
   return head * 2 * half + (rest % 2) * half + Math.floor(rest / 2);
 }
 
-/** Makes the folder when missing; returns its path. */
+/** Makes the Llama folder when missing; returns its path. */
 export function ensureHfLlama(): string {
-  if (existsSync(join(hfLlamaDir, "model.safetensors"))) return hfLlamaDir;
+  return ensureHfModel("tiny");
+}
+
+/** Makes the folder of `shape` when missing; returns its path. */
+export function ensureHfModel(shape: HfShape): string {
+  const spec = HF_SHAPES[shape];
+  const dir = join(repoRoot, "models", spec.dir);
+  if (existsSync(join(dir, "model.safetensors"))) return dir;
   const { path } = makeModel({
-    shape: "tiny",
+    shape,
     type: "f32",
     outDir: join(repoRoot, "models"),
     vocabDir: testdata("vocab-converted"),
@@ -57,8 +89,9 @@ export function ensureHfLlama(): string {
   const bytes = readFileSync(path);
   const gguf = parseGguf(bytes);
   const m = gguf.metadata;
-  const heads = m.get("llama.attention.head_count") as number;
-  const kvHeads = m.get("llama.attention.head_count_kv") as number;
+  const a = spec.type;
+  const heads = m.get(`${a}.attention.head_count`) as number;
+  const kvHeads = m.get(`${a}.attention.head_count_kv`) as number;
   const tensors = gguf.tensors.map((t) => {
     const entry = HF_NAMES.find(([re]) => re.test(t.name));
     if (entry === undefined) throw new Error(`no Hugging Face name for ${t.name}`);
@@ -104,7 +137,7 @@ export function ensureHfLlama(): string {
     file.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), at);
     at += t.data.byteLength;
   }
-  const tmp = `${hfLlamaDir}.tmp-${Deno.pid}`;
+  const tmp = `${dir}.tmp-${Deno.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   writeFileSync(join(tmp, "model.safetensors"), file);
@@ -112,20 +145,21 @@ export function ensureHfLlama(): string {
     join(tmp, "config.json"),
     JSON.stringify(
       {
-        architectures: ["LlamaForCausalLM"],
-        model_type: "llama",
-        hidden_size: m.get("llama.embedding_length"),
-        intermediate_size: m.get("llama.feed_forward_length"),
+        architectures: [spec.arch],
+        model_type: a,
+        hidden_size: m.get(`${a}.embedding_length`),
+        intermediate_size: m.get(`${a}.feed_forward_length`),
         num_attention_heads: heads,
         num_key_value_heads: kvHeads,
-        num_hidden_layers: m.get("llama.block_count"),
-        max_position_embeddings: m.get("llama.context_length"),
-        rms_norm_eps: 1e-5,
-        rope_theta: 100000.0,
-        vocab_size: m.get("llama.vocab_size"),
+        ...(a === "qwen3" ? { head_dim: m.get("qwen3.attention.key_length") } : {}),
+        num_hidden_layers: m.get(`${a}.block_count`),
+        max_position_embeddings: m.get(`${a}.context_length`),
+        rms_norm_eps: a === "llama" ? 1e-5 : 1e-6,
+        rope_theta: a === "llama" ? 100000.0 : m.get(`${a}.rope.freq_base`),
+        vocab_size: gguf.tensorsByName.get("token_embd.weight")!.dims[1],
         tie_word_embeddings: true,
-        bos_token_id: 1,
-        eos_token_id: 2,
+        bos_token_id: a === "llama" ? 1 : 151643,
+        eos_token_id: a === "llama" ? 2 : 151645,
         torch_dtype: "float32",
       },
       null,
@@ -133,11 +167,16 @@ export function ensureHfLlama(): string {
     ),
   );
   for (const f of ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]) {
-    copyFileSync(testdata("tokenizers", "smollm2", f), join(tmp, f));
+    const from = testdata("tokenizers", spec.tokenizer, f);
+    if (existsSync(from)) copyFileSync(from, join(tmp, f));
   }
-  rmSync(hfLlamaDir, { recursive: true, force: true });
-  renameSync(tmp, hfLlamaDir);
-  return hfLlamaDir;
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  return dir;
 }
 
-if (import.meta.main) console.log(ensureHfLlama());
+if (import.meta.main) {
+  for (const shape of Deno.args.length > 0 ? Deno.args : ["tiny"]) {
+    console.log(ensureHfModel(shape as HfShape));
+  }
+}

@@ -24,17 +24,21 @@ import { parseGguf } from "../src/gguf/reader.ts";
 import { runDeno } from "./_cli.ts";
 import { prng } from "./_fuzz.ts";
 import { ensureMiniLm, sha256File } from "./_minilm.ts";
-import { ensureHfLlama } from "./_hf_llama.ts";
+import { ensureHfModel } from "./_hf_llama.ts";
 import { Llm } from "../mod.ts";
 
 const golden = JSON.parse(
   readFileSync(new URL("./golden/convert.json", import.meta.url), "utf8"),
 ) as {
   minilm: Record<string, { sha256: string; bytes: number }>;
-  hf_llama_tiny: Record<"f32" | "f16" | "bf16" | "q8_0", { sha256: string }> & {
-    safetensors_sha256: string;
-    greedy: { cases: { prompt: string; tokens: number[] }[] };
-  };
+  hf_llama_tiny: HfGolden;
+  hf_qwen2_tiny: HfGolden;
+  hf_qwen3_tiny: HfGolden;
+};
+
+type HfGolden = Record<"f32" | "f16" | "bf16" | "q8_0", { sha256: string }> & {
+  safetensors_sha256: string;
+  greedy: { cases: { prompt: string; tokens: number[] }[] };
 };
 
 const work = mkdtempSync(join(tmpdir(), "dotllm-convert-"));
@@ -49,22 +53,29 @@ for (const type of ["f32", "f16", "bf16", "q8_0"] as const) {
   });
 }
 
-Deno.test("convert a synthetic Llama folder: byte-identical to convert_hf_to_gguf.py; llama.cpp's greedy tokens", async () => {
-  const llama = ensureHfLlama();
-  const g = golden.hf_llama_tiny;
-  assert.equal(sha256File(join(llama, "model.safetensors")), g.safetensors_sha256);
-  for (const type of ["f16", "bf16", "q8_0", "f32"] as const) {
-    const out = join(work, `llama-${type}.gguf`);
-    convertHf(llama, { out, outType: type });
-    assert.equal(sha256File(out), g[type].sha256, type);
-    if (type !== "f32") rmSync(out);
-  }
-  using llm = await Llm.load(join(work, "llama-f32.gguf"), { threads: 1 });
-  for (const c of g.greedy.cases) {
-    const r = await llm.complete(c.prompt, { temperature: 0, maxTokens: c.tokens.length });
-    assert.deepEqual(Array.from(r.tokens), c.tokens, c.prompt);
-  }
-});
+for (
+  const [shape, key] of [["tiny", "hf_llama_tiny"], ["qwen2-tiny", "hf_qwen2_tiny"], [
+    "qwen3-tiny",
+    "hf_qwen3_tiny",
+  ]] as const
+) {
+  Deno.test(`convert a synthetic ${shape} Hugging Face folder: byte-identical to convert_hf_to_gguf.py; llama.cpp's greedy tokens`, async () => {
+    const folder = ensureHfModel(shape);
+    const g = golden[key];
+    assert.equal(sha256File(join(folder, "model.safetensors")), g.safetensors_sha256);
+    for (const type of ["f16", "bf16", "q8_0", "f32"] as const) {
+      const out = join(work, `${shape}-${type}.gguf`);
+      convertHf(folder, { out, outType: type });
+      assert.equal(sha256File(out), g[type].sha256, type);
+      if (type !== "f32") rmSync(out);
+    }
+    using llm = await Llm.load(join(work, `${shape}-f32.gguf`), { threads: 1 });
+    for (const c of g.greedy.cases) {
+      const r = await llm.complete(c.prompt, { temperature: 0, maxTokens: c.tokens.length });
+      assert.deepEqual(Array.from(r.tokens), c.tokens, c.prompt);
+    }
+  });
+}
 
 Deno.test("convert CLI: prints the path; missing folder, unknown architecture: one line, exit 1", async () => {
   const out = join(work, "cli.gguf");

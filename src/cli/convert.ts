@@ -21,7 +21,8 @@ export const convertCommand: Command = {
 Reads HF_DIR's config.json, model.safetensors (or the shards of
 model.safetensors.index.json), tokenizer.json and tokenizer_config.json and writes the
 GGUF file llama.cpp's convert_hf_to_gguf.py writes (same keys, tensors, order, bytes).
-Architectures: BertModel (all-MiniLM, bge, e5), LlamaForCausalLM, MistralForCausalLM.
+Architectures: BertModel (all-MiniLM, bge, e5), LlamaForCausalLM, MistralForCausalLM,
+Qwen2ForCausalLM, Qwen3ForCausalLM.
 OUT defaults to HF_DIR/<folder>-<OUTTYPE>.gguf; it is written under a temporary name
 and renamed when complete. Prints the path written.
 

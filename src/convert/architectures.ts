@@ -26,10 +26,17 @@ export interface ConvertArchitecture {
   readonly gguf: string;
   /** The tokenizer it writes. */
   readonly tokenizer: "bert" | "gpt2";
+  /**
+   * `config.json` as `convert_hf_to_gguf.py` sees it: through transformers' `AutoConfig`, which
+   * fills the model type's defaults (checked against transformers 5.25's `to_dict()`).
+   */
+  defaults?(config: Json): Json;
   /** The GGUF name of a Hugging Face tensor, or undefined to drop it; throws for one it cannot map. */
   map(name: string, config: Json): MappedTensor | undefined;
   /** The `<arch>.*` (and `general.file_type`) keys in the reference's order. */
   parameters(config: Json, fileType: number, dir: string): Metadata;
+  /** LlamaModel's `set_vocab`: `tokenizer_config.json`'s `add_prefix_space` first, when set. */
+  readonly addPrefixSpace?: boolean;
   /** Keys the reference adds after the tokenizer's. */
   afterTokenizer?(config: Json): Metadata;
 }
@@ -111,6 +118,28 @@ function textParameters(a: string, config: Json, fileType: number): Metadata {
   return out;
 }
 
+/** `_try_set_pooling_type`: sentence-transformers' pooling module, when there is one. */
+function poolingType(a: string, dir: string): Metadata {
+  const modules = readJson(dir, "modules.json") as unknown as Json[] | undefined;
+  const path = Array.isArray(modules)
+    ? modules.find((m) => String(m.type).endsWith("Pooling"))?.path
+    : undefined;
+  if (typeof path !== "string") return [];
+  const p = readJson(dir, `${path}/config.json`) ?? {};
+  const modes: Record<string, number> = { mean: 1, cls: 2, lasttoken: 3 };
+  const type = p.pooling_mode_mean_tokens
+    ? 1
+    : p.pooling_mode_cls_token
+    ? 2
+    : p.pooling_mode_lasttoken
+    ? 3
+    : modes[String(p.pooling_mode)];
+  if (type === undefined) {
+    throw new ConvertError(`${path}/config.json: only mean, CLS and last pooling are supported`);
+  }
+  return [[`${a}.pooling_type`, meta.u32(type)]];
+}
+
 const BERT_NAMES: [RegExp, string][] = [
   [/^embeddings\.word_embeddings$/, "token_embd"],
   [/^embeddings\.position_embeddings$/, "position_embd"],
@@ -154,6 +183,17 @@ function mapName(table: [RegExp, string][], name: string): string {
 const bert: ConvertArchitecture = {
   gguf: "bert",
   tokenizer: "bert",
+  defaults: (config) => ({
+    hidden_size: 768,
+    num_hidden_layers: 12,
+    num_attention_heads: 12,
+    intermediate_size: 3072,
+    max_position_embeddings: 512,
+    type_vocab_size: 2,
+    layer_norm_eps: 1e-12,
+    vocab_size: 30522,
+    ...config,
+  }),
   map(name) {
     if (name.startsWith("bert.")) name = name.slice(5);
     if (name.endsWith(".gamma")) name = name.slice(0, -6) + ".weight";
@@ -169,35 +209,39 @@ const bert: ConvertArchitecture = {
   parameters(config, fileType, dir) {
     const out = textParameters("bert", config, fileType);
     out.push(["bert.attention.causal", meta.bool(false)]);
-    // `_try_set_pooling_type`: sentence-transformers' pooling module, when there is one.
-    const modules = readJson(dir, "modules.json") as unknown as Json[] | undefined;
-    const path = Array.isArray(modules)
-      ? modules.find((m) => String(m.type).endsWith("Pooling"))?.path
-      : undefined;
-    if (typeof path === "string") {
-      const p = readJson(dir, `${path}/config.json`) ?? {};
-      const modes: Record<string, number> = { mean: 1, cls: 2, lasttoken: 3 };
-      const type = p.pooling_mode_mean_tokens
-        ? 1
-        : p.pooling_mode_cls_token
-        ? 2
-        : p.pooling_mode_lasttoken
-        ? 3
-        : modes[String(p.pooling_mode)];
-      if (type === undefined) {
-        throw new ConvertError(
-          `${path}/config.json: only mean, CLS and last pooling are supported`,
-        );
-      }
-      out.push(["bert.pooling_type", meta.u32(type)]);
-    }
+    out.push(...poolingType("bert", dir));
     return out;
   },
 };
 
+/** RoPE as transformers 5 stores it: `rope_parameters` (from `rope_theta` / `rope_scaling`). */
+function ropeDefaults(config: Json): Json {
+  if (config.rope_parameters !== undefined || config.rope_scaling !== undefined) return config;
+  return {
+    ...config,
+    rope_parameters: { rope_theta: config.rope_theta ?? 10000, rope_type: "default" },
+  };
+}
+
 const llama: ConvertArchitecture = {
   gguf: "llama",
   tokenizer: "gpt2",
+  addPrefixSpace: true,
+  defaults(config) {
+    const c: Json = {
+      hidden_size: 4096,
+      num_hidden_layers: 32,
+      num_attention_heads: 32,
+      intermediate_size: 11008,
+      max_position_embeddings: 2048,
+      rms_norm_eps: 1e-6,
+      vocab_size: 32000,
+      ...config,
+    };
+    c.num_key_value_heads ??= c.num_attention_heads;
+    c.head_dim ??= Math.floor((c.hidden_size as number) / (c.num_attention_heads as number));
+    return ropeDefaults(c);
+  },
   map(name, config) {
     if (name.endsWith(".rotary_emb.inv_freq") || name.endsWith(".attention.masked_bias")) {
       return undefined;
@@ -210,10 +254,7 @@ const llama: ConvertArchitecture = {
     return { name: mapped };
   },
   parameters(config, fileType) {
-    // transformers' LlamaConfig always has head_dim (hidden / heads when the file has none),
-    // and convert_hf_to_gguf.py reads the config through it: key and value lengths follow.
     const heads = integer(config, ["num_attention_heads"])!;
-    config = { head_dim: Math.floor(integer(config, ["hidden_size"])! / heads), ...config };
     const out = textParameters("llama", config, fileType);
     out.push(["llama.vocab_size", meta.u32(integer(config, ["vocab_size"])!)]);
     const ropeDim = (config.head_dim as number | undefined) ??
@@ -227,10 +268,48 @@ const llama: ConvertArchitecture = {
   },
 };
 
+const QWEN_NAMES: [RegExp, string][] = [
+  ...LLAMA_NAMES,
+  [/^model\.layers\.(\d+)\.self_attn\.q_norm$/, "blk.$1.attn_q_norm"],
+  [/^model\.layers\.(\d+)\.self_attn\.k_norm$/, "blk.$1.attn_k_norm"],
+];
+
+/** Qwen 2 / 3: the Llama names (plus Q/K norms), no Q/K permutation, a pooling type when declared. */
+function qwen(gguf: "qwen2" | "qwen3"): ConvertArchitecture {
+  return {
+    gguf,
+    tokenizer: "gpt2",
+    defaults(config) {
+      const c: Json = {
+        hidden_size: 4096,
+        num_hidden_layers: 32,
+        num_attention_heads: 32,
+        num_key_value_heads: 32,
+        intermediate_size: 22016,
+        max_position_embeddings: 32768,
+        rms_norm_eps: 1e-6,
+        vocab_size: 151936,
+        ...(gguf === "qwen3" ? { head_dim: 128 } : {}),
+        ...config,
+      };
+      return ropeDefaults(c);
+    },
+    map(name) {
+      if (name.endsWith(".rotary_emb.inv_freq")) return undefined;
+      return { name: mapName(QWEN_NAMES, name) };
+    },
+    parameters(config, fileType, dir) {
+      return [...textParameters(gguf, config, fileType), ...poolingType(gguf, dir)];
+    },
+  };
+}
+
 /** `config.json` `architectures[0]` → the converter's entry. */
 export const CONVERT_ARCHITECTURES: ReadonlyMap<string, ConvertArchitecture> = new Map([
   ["BertModel", bert],
   ["BertForMaskedLM", bert],
   ["LlamaForCausalLM", llama],
   ["MistralForCausalLM", llama],
+  ["Qwen2ForCausalLM", qwen("qwen2")],
+  ["Qwen3ForCausalLM", qwen("qwen3")],
 ]);

@@ -87,9 +87,9 @@ export function planConversion(dir: string, outType: OutType): {
   if (!existsSync(dir) || !statSync(dir).isDirectory()) {
     throw new ConvertError(`${dir}: not a folder`);
   }
-  const config = readJson(dir, "config.json");
-  if (config === undefined) throw new ConvertError(`${dir}: no config.json`);
-  const hfArch = (config.architectures as string[] | undefined)?.[0];
+  const file = readJson(dir, "config.json");
+  if (file === undefined) throw new ConvertError(`${dir}: no config.json`);
+  const hfArch = (file.architectures as string[] | undefined)?.[0];
   const arch = CONVERT_ARCHITECTURES.get(String(hfArch));
   if (arch === undefined) {
     throw new ConvertError(
@@ -98,6 +98,7 @@ export function planConversion(dir: string, outType: OutType): {
       })`,
     );
   }
+  const config = arch.defaults?.(file) ?? file;
   const sources = indexSafetensors(dir);
   const tensors: Planned[] = [];
   const names = new Set<string>();
@@ -132,7 +133,7 @@ export function planConversion(dir: string, outType: OutType): {
     ...arch.parameters(config, FILE_TYPES[outType].fileType, dir),
     ["general.quantization_version", meta.u32(2)],
   ];
-  if (arch.tokenizer === "gpt2") {
+  if (arch.addPrefixSpace) {
     const tc = readJson(dir, "tokenizer_config.json");
     if (typeof tc?.add_prefix_space === "boolean") {
       metadata.push(["tokenizer.ggml.add_space_prefix", meta.bool(tc.add_prefix_space)]);

@@ -81,7 +81,8 @@ function vocabBase(tokenizer: Json, vocabSize: number | undefined): {
     added.set(a.id, a);
     byId.set(a.id, a.content);
   }
-  const maxId = Math.max(...byId.keys());
+  let maxId = -1;
+  for (const id of byId.keys()) if (id > maxId) maxId = id;
   const n = vocabSize ?? byId.size;
   if (maxId >= n) {
     throw new ConvertError(`tokenizer.json has token id ${maxId}, past vocab_size ${n}`);
