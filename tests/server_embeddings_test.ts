@@ -15,7 +15,7 @@ import OpenAI from "openai";
 import { Llm } from "../mod.ts";
 import { EMBEDDING_TEXTS } from "./_embedding_texts.ts";
 import { ensureMiniLmGguf } from "./_minilm.ts";
-import { startServer } from "./_server.ts";
+import { SMOLLM2_Q4_1, startServer } from "./_server.ts";
 import { repoRoot } from "./_testdata.ts";
 
 const minilm = await ensureMiniLmGguf("f32");
@@ -113,6 +113,44 @@ Deno.test("/v1/embeddings: empty, over-long, non-string entries, bad ids, unknow
     assert.match(gen.body.error.message, /encoder: it serves embeddings/);
   } finally {
     assert.equal(await server.stop(), 0);
+  }
+});
+
+Deno.test("a decoder serves embeddings with the pooling asked for (serve --pooling), as llama.cpp", async () => {
+  const smol = SMOLLM2_Q4_1;
+  const inputs = ["The capital of France is", "embeddings"];
+  using llm = await Llm.load(smol, { threads: 1 });
+  const last = await llm.embed(inputs, { pooling: "last" });
+  const none = await llm.embed(inputs, { pooling: "none" });
+  const server = await startServer(smol, ["-t", "1", "--pooling", "last"]);
+  try {
+    const r = await (await fetch(`${server.url}/v1/embeddings`, {
+      method: "POST",
+      body: JSON.stringify({ input: inputs }),
+    })).json();
+    r.data.forEach((d: { embedding: number[] }, i: number) => assertClose(d.embedding, last[i]));
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+  const perToken = await startServer(smol, ["-t", "1", "--pooling", "none"]);
+  try {
+    const oai = await fetch(`${perToken.url}/v1/embeddings`, {
+      method: "POST",
+      body: JSON.stringify({ input: inputs }),
+    });
+    assert.equal(oai.status, 400);
+    assert.match((await oai.json()).error.message, /pooling "none" gives one vector per token/);
+    const rows = await (await fetch(`${perToken.url}/embedding`, {
+      method: "POST",
+      body: JSON.stringify({ content: inputs[0] }),
+    })).json();
+    const E = llm.config.embeddingLength;
+    assert.equal(rows[0].embedding.length, none[0].length / E);
+    rows[0].embedding.forEach((row: number[], t: number) =>
+      assertClose(row, none[0].subarray(t * E, (t + 1) * E))
+    );
+  } finally {
+    assert.equal(await perToken.stop(), 0);
   }
 });
 

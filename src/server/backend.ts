@@ -264,6 +264,8 @@ export class LocalBackend implements Backend {
   }
 
   #embeddings?: Context;
+  /** `serve --pooling`: the embeddings' pooling (default the model's, `mean` for a decoder). */
+  embeddingPooling?: string;
 
   /**
    * Embeds on a context of its own over the same weights (made on first use),
@@ -287,11 +289,25 @@ export class LocalBackend implements Backend {
           cacheType: this.#context.cache.cacheType,
         }),
       );
-      const pooling = resolvePooling(model, undefined);
+      const pooling = resolvePooling(model, this.embeddingPooling);
+      if (pooling === "none" && !input.perToken) {
+        return Promise.resolve({
+          error: `pooling "none" gives one vector per token: use /embedding, or serve --pooling ` +
+            `mean|cls|last`,
+          param: null,
+        });
+      }
+      const E = model.config.embeddingLength;
       const vectors = embedSequences(context, sequences, pooling, input.normalize);
       return Promise.resolve({
-        embeddings: vectors.map((v) => v[0]),
+        embeddings: vectors.map((vs) => {
+          if (vs.length === 1) return vs[0];
+          const all = new Float32Array(vs.length * E);
+          vs.forEach((v, i) => all.set(v, i * E));
+          return all;
+        }),
         promptTokens: sequences.map((s) => s.length),
+        dimensions: E,
       });
     } catch (error) {
       if (!(error instanceof RangeError)) return Promise.reject(error);

@@ -18,12 +18,14 @@ export interface EmbedInput {
   inputs: EmbedPrompt[];
   /** `common_embd_normalize`'s p (2: Euclidean). */
   normalize: number;
+  /** llama.cpp's `/embedding`: with `--pooling none`, every token's vector (else a 400). */
+  perToken: boolean;
 }
 
 /** What the backend answers: vectors and token counts, or a 400's message. */
 export type EmbedOutput =
-  | { embeddings: Float32Array[]; promptTokens: number[] }
-  | { error: string; param: string };
+  | { embeddings: Float32Array[]; promptTokens: number[]; dimensions: number }
+  | { error: string; param: string | null };
 
 /** A parsed request. */
 export interface EmbeddingRequest {
@@ -106,7 +108,7 @@ export function parseEmbeddingRequest(
     throw new ApiError(400, "model must be a string", "model");
   }
   return {
-    input: { inputs, normalize },
+    input: { inputs, normalize, perToken: llamaCpp },
     base64: format === "base64",
     model: b.model as string | undefined,
     llamaCpp,
@@ -125,11 +127,18 @@ function base64(v: Float32Array): string {
 /** The response body of a request answered with `out`. */
 export function embeddingResponse(
   request: EmbeddingRequest,
-  out: { embeddings: Float32Array[]; promptTokens: number[] },
+  out: { embeddings: Float32Array[]; promptTokens: number[]; dimensions: number },
   modelId: string,
 ): unknown {
   if (request.llamaCpp) {
-    return out.embeddings.map((v, index) => ({ index, embedding: [Array.from(v)] }));
+    const E = out.dimensions;
+    return out.embeddings.map((v, index) => ({
+      index,
+      embedding: Array.from(
+        { length: v.length / E },
+        (_, r) => Array.from(v.subarray(r * E, (r + 1) * E)),
+      ),
+    }));
   }
   const total = out.promptTokens.reduce((a, b) => a + b, 0);
   return {

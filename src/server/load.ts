@@ -26,6 +26,8 @@ export interface LoadOptions extends Pick<LlmOptions, "threads" | "repack" | "ca
   contextSize?: number;
   /** Most tokens per scheduler step; default 256. */
   stepTokens?: number;
+  /** `--pooling`: the embeddings' pooling (mean, cls, last, none); default the model's, else mean. */
+  pooling?: string;
   /**
    * The chat template's source text (`--chat-template`, resolved by the CLI
    * from a built-in's name or a file), used instead of the GGUF's own.
@@ -88,7 +90,7 @@ export async function loadBackend(
       tokenToPiece: (id: number) => tokenizer.tokenToPiece(id, false),
       vocabSize: tokenizer.vocabSize,
     };
-    return new LocalBackend(
+    const backend = new LocalBackend(
       {
         id: basename(path),
         created: Math.floor(Date.now() / 1000),
@@ -108,6 +110,8 @@ export async function loadBackend(
       },
       options.inbox,
     );
+    backend.embeddingPooling = options.pooling;
+    return backend;
   } catch (error) {
     context.close();
     model.close();
