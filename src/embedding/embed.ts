@@ -7,7 +7,7 @@
  * ```ts
  * import { Context, Model } from "../model/mod.ts";
  * import { embedSequences } from "./embed.ts";
- * const model = Model.load("models/all-minilm-l6-v2-f32.gguf");
+ * const model = Model.load("models/all-MiniLM-L6-v2-F32.gguf");
  * const context = new Context(model, { slots: 4, contextSize: 512, embeddings: true, cacheType: "f32" });
  * const [a, b] = embedSequences(context, [[101, 7592, 102], [101, 2088, 102]], "mean", 2);
  * context.close();
