@@ -35,6 +35,8 @@ const commandLoaders: Readonly<Record<string, () => Promise<Command>>> = {
   rm: async () => (await import("./src/cli/rm.ts")).rmCommand,
   bench: async () => (await import("./src/cli/bench.ts")).benchCommand,
   quantize: async () => (await import("./src/cli/quantize.ts")).quantizeCommand,
+  convert: async () => (await import("./src/cli/convert.ts")).convertCommand,
+  embed: async () => (await import("./src/cli/embed.ts")).embedCommand,
 };
 
 /** Every command, in the order `--help` lists them (this imports them all). */

@@ -36,6 +36,13 @@ export {
   type TokenizeOptions,
 } from "./src/llm/mod.ts";
 export type { FinishReason, GenerationResult, GenerationTimings } from "./src/generation/mod.ts";
+// Embeddings (`llm.embed`): pooling and normalization as llama.cpp's.
+export {
+  cosine,
+  type EmbeddingPooling,
+  type EmbedOptions,
+  normalize as normalizeEmbedding,
+} from "./src/embedding/mod.ts";
 export { DEFAULT_SAMPLER_PARAMS, resolveSamplerParams } from "./src/sampler/mod.ts";
 export type { SamplerParams } from "./src/sampler/mod.ts";
 export { VERSION } from "./src/version.ts";
@@ -48,6 +55,7 @@ export {
   ModelError,
   type ModelLoadOptions,
   type ModelMemory,
+  type PoolingType,
   SUPPORTED_ARCHITECTURES,
 } from "./src/model/mod.ts";
 

@@ -116,6 +116,55 @@ pub fn scale(pool: *Pool, out: [*]f32, x: [*]const f32, s: f32, n: usize) Status
 }
 
 // ---------------------------------------------------------------------------
+// BERT: plain GELU and layer norm with weight and bias
+
+const UnaryJob = struct { out: [*]f32, x: [*]const f32 };
+
+fn geluRange(job: *const UnaryJob, begin: usize, end: usize) void {
+    for (begin..end) |i| job.out[i] = geluTable(job.x[i]);
+}
+
+/// out = gelu_tanh(x) over n elements (ggml's `ggml_gelu`, the F16-table path; out may alias x).
+pub fn gelu(pool: *Pool, out: [*]f32, x: [*]const f32, n: usize) Status {
+    gelu_table_once.call();
+    const job: UnaryJob = .{ .out = out, .x = x };
+    return pool.run(UnaryJob, &job, geluRange, n, lanes, n, parallel_threshold_elements);
+}
+
+const NormJob = struct { out: [*]f32, x: [*]const f32, w: [*]const f32, b: [*]const f32, n: usize, eps: f32 };
+
+/// One row of ggml's `ggml_norm` followed by `ggml_mul` (weight) and `ggml_add` (bias):
+/// the mean and the variance summed in f64 (ggml's `ggml_vec_sum_f32` sums in
+/// `ggml_float`), each output in f32 as ggml's three ops round it. Scalar: a norm reads
+/// each row twice, which costs little beside the matmuls around it.
+pub fn normRow(out: [*]f32, x: [*]const f32, w: [*]const f32, b: [*]const f32, n: usize, eps: f32) void {
+    var sum: f64 = 0;
+    for (0..n) |i| sum += x[i];
+    const mean: f32 = @floatCast(sum / @as(f64, @floatFromInt(n)));
+    var sum2: f64 = 0;
+    for (0..n) |i| {
+        const d = x[i] - mean;
+        sum2 += @as(f64, d) * d;
+    }
+    const variance: f32 = @floatCast(sum2 / @as(f64, @floatFromInt(n)));
+    const s: f32 = 1.0 / @sqrt(variance + eps);
+    for (0..n) |i| {
+        const y = (x[i] - mean) * s;
+        out[i] = y * w[i] + b[i];
+    }
+}
+
+fn normRange(job: *const NormJob, begin: usize, end: usize) void {
+    for (begin..end) |t| normRow(job.out + t * job.n, job.x + t * job.n, job.w, job.b, job.n, job.eps);
+}
+
+/// out[t] = (x[t] − mean) / √(var + eps) · w + b, rows of n (out may alias x).
+pub fn norm(pool: *Pool, out: [*]f32, x: [*]const f32, w: [*]const f32, b: [*]const f32, n: usize, tokens: usize, eps: f32) Status {
+    const job: NormJob = .{ .out = out, .x = x, .w = w, .b = b, .n = n, .eps = eps };
+    return pool.run(NormJob, &job, normRange, tokens, 1, n * tokens, parallel_threshold_elements);
+}
+
+// ---------------------------------------------------------------------------
 // Tests
 
 const testing = std.testing;
@@ -175,6 +224,66 @@ test "addRows and scale match their definitions on awkward sizes, 1..4 threads" 
             for (0..rows) |r| for (0..n) |i| try testing.expectEqual(x[r * n + i] + bias[i], out[r * n + i]);
             try testing.expectEqual(Status.ok, scale(pool, out.ptr, x.ptr, 25.298221, rows * n));
             for (x, out) |v, o| try testing.expectEqual(v * @as(f32, 25.298221), o);
+        }
+    }
+}
+
+test "gelu: the F16-table GELU of every F16 value, bit-identical for 1..4 threads" {
+    const allocator = testing.allocator;
+    const n: usize = 1 << 16;
+    const x = try allocator.alloc(f32, n);
+    defer allocator.free(x);
+    const out = try allocator.alloc(f32, n);
+    defer allocator.free(out);
+    for (x, 0..) |*g, i| {
+        const h: f16 = @bitCast(@as(u16, @intCast(i)));
+        g.* = if (std.math.isNan(h)) 0 else h;
+    }
+    for (1..5) |threads| {
+        const pool = try Pool.create(allocator, @intCast(threads));
+        defer pool.destroy(allocator);
+        try testing.expectEqual(Status.ok, gelu(pool, out.ptr, x.ptr, n));
+        for (x, out) |v, o| try testing.expectEqual(referenceGelu(v), o);
+    }
+}
+
+test "norm: layer norm with weight and bias against an f64 reference, bit-identical for 1..4 threads" {
+    const allocator = testing.allocator;
+    var prng = std.Random.DefaultPrng.init(40);
+    for ([_][2]usize{ .{ 1, 1 }, .{ 3, 31 }, .{ 5, 384 }, .{ 300, 768 + 3 } }) |shape| {
+        const rows = shape[0];
+        const n = shape[1];
+        const x = try allocator.alloc(f32, rows * n);
+        defer allocator.free(x);
+        const w = try allocator.alloc(f32, n);
+        defer allocator.free(w);
+        const b = try allocator.alloc(f32, n);
+        defer allocator.free(b);
+        const out = try allocator.alloc(f32, rows * n);
+        defer allocator.free(out);
+        const single = try allocator.alloc(f32, rows * n);
+        defer allocator.free(single);
+        for (x) |*v| v.* = prng.random().float(f32) * 8 - 3;
+        for (w) |*v| v.* = prng.random().float(f32) * 2;
+        for (b) |*v| v.* = prng.random().float(f32) - 0.5;
+        for (1..5) |threads| {
+            const pool = try Pool.create(allocator, @intCast(threads));
+            defer pool.destroy(allocator);
+            try testing.expectEqual(Status.ok, norm(pool, out.ptr, x.ptr, w.ptr, b.ptr, n, rows, 1e-12));
+            for (0..rows) |r| {
+                const row = x[r * n ..][0..n];
+                var mean: f64 = 0;
+                for (row) |v| mean += v;
+                mean /= @floatFromInt(n);
+                var variance: f64 = 0;
+                for (row) |v| variance += (v - mean) * (v - mean);
+                variance /= @floatFromInt(n);
+                for (row, 0..) |v, i| {
+                    const expected = (v - mean) / @sqrt(variance + 1e-12) * w[i] + b[i];
+                    try testing.expectApproxEqAbs(expected, out[r * n + i], 1e-5 * @max(1.0, @abs(expected)));
+                }
+            }
+            if (threads == 1) @memcpy(single, out) else try testing.expectEqualSlices(f32, single, out);
         }
     }
 }

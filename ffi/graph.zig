@@ -63,6 +63,10 @@ pub const Geglu = extern struct { out: u64, gate: u64, up: u64, n: u64 };
 pub const AddRows = extern struct { out: u64, x: u64, bias: u64, rows: u64, n: u64 };
 /// out = x · s (Gemma's embedding scale).
 pub const Scale = extern struct { out: u64, x: u64, n: u64, s: f64 };
+/// out = gelu_tanh(x) (BERT's FFN activation, ggml's F16-table GELU).
+pub const Gelu = extern struct { out: u64, x: u64, n: u64 };
+/// out[t] = (x[t] − mean) / √(var + eps) · weight + bias, rows of n (BERT's layer norm).
+pub const Norm = extern struct { out: u64, x: u64, weight: u64, bias: u64, n: u64, tokens: u64, eps: f64 };
 pub const GetRows = extern struct { out: u64, table: u64, ids: u64, count: u64, row_length: u64, row_count: u64 };
 
 /// Op codes and their argument structs.
@@ -78,6 +82,8 @@ pub const OpCode = enum(u32) {
     geglu = 9,
     add_rows = 10,
     scale = 11,
+    gelu = 12,
+    norm = 13,
 
     fn Args(comptime code: OpCode) type {
         return switch (code) {
@@ -92,6 +98,8 @@ pub const OpCode = enum(u32) {
             .geglu => Geglu,
             .add_rows => AddRows,
             .scale => Scale,
+            .gelu => Gelu,
+            .norm => Norm,
         };
     }
 };
@@ -271,6 +279,22 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
             try address(f32, a.out);
             try address(f32, a.x);
         },
+        .gelu => {
+            const a = op.as(.gelu);
+            _ = try count(a.n, 1, elements_max);
+            try address(f32, a.out);
+            try address(f32, a.x);
+        },
+        .norm => {
+            const a = op.as(.norm);
+            _ = try product(try count(a.n, 1, dim_max), try count(a.tokens, 1, tokens_max));
+            try finite(a.eps);
+            if (a.eps < 0) return error.BadCount;
+            try address(f32, a.out);
+            try address(f32, a.x);
+            try address(f32, a.weight);
+            try address(f32, a.bias);
+        },
         .get_rows => {
             const a = op.as(.get_rows);
             const t = types.fromId(op.type) orelse return error.BadType;
@@ -398,6 +422,14 @@ fn runOp(pool: *Pool, op: *const Op, act: *ActState) Status {
         .scale => {
             const a = op.as(.scale);
             return arch_ops.scale(pool, ptr([*]f32, a.out), ptr([*]const f32, a.x), @floatCast(a.s), n(a.n));
+        },
+        .gelu => {
+            const a = op.as(.gelu);
+            return arch_ops.gelu(pool, ptr([*]f32, a.out), ptr([*]const f32, a.x), n(a.n));
+        },
+        .norm => {
+            const a = op.as(.norm);
+            return arch_ops.norm(pool, ptr([*]f32, a.out), ptr([*]const f32, a.x), ptr([*]const f32, a.weight), ptr([*]const f32, a.bias), n(a.n), n(a.tokens), @floatCast(a.eps));
         },
         .get_rows => {
             const a = op.as(.get_rows);

@@ -235,6 +235,46 @@ export class ReferenceKernels implements ForwardOps {
     }
   }
 
+  /** GELU (tanh) alone: {@linkcode geglu}'s function of the gate, times nothing. */
+  gelu(out: number, x: number, n: number) {
+    const o = this.#f32(out, n), g = this.#f32(x, n);
+    const f = Math.fround;
+    for (let i = 0; i < n; i++) {
+      const x = g[i];
+      if (x <= -10) o[i] = 0;
+      else if (x >= 10) o[i] = x;
+      else {
+        const h = Math.f16round(x);
+        const inner = f(f(f(0.7978845608028654) * h) * f(f(f(0.044715) * h) * h + 1));
+        o[i] = Math.f16round(f(f(0.5 * h) * f(1 + Math.tanh(inner))));
+      }
+    }
+  }
+
+  /** Layer norm from its definition: mean and variance in float64, then weight and bias. */
+  layerNorm(
+    out: number,
+    x: number,
+    weight: number,
+    bias: number,
+    n: number,
+    tokens: number,
+    eps: number,
+  ) {
+    const o = this.#f32(out, n * tokens), a = this.#f32(x, n * tokens);
+    const w = this.#f32(weight, n), b = this.#f32(bias, n);
+    for (let t = 0; t < tokens; t++) {
+      let mean = 0;
+      for (let i = 0; i < n; i++) mean += a[t * n + i];
+      mean /= n;
+      let variance = 0;
+      for (let i = 0; i < n; i++) variance += (a[t * n + i] - mean) ** 2;
+      variance /= n;
+      const s = 1 / Math.sqrt(variance + eps);
+      for (let i = 0; i < n; i++) o[t * n + i] = (a[t * n + i] - mean) * s * w[i] + b[i];
+    }
+  }
+
   addRows(out: number, x: number, bias: number, rows: number, n: number) {
     const o = this.#f32(out, rows * n), a = this.#f32(x, rows * n), b = this.#f32(bias, n);
     for (let r = 0; r < rows; r++) for (let i = 0; i < n; i++) o[r * n + i] = a[r * n + i] + b[i];

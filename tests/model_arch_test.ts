@@ -33,7 +33,7 @@ function asArchitecture(gguf: Gguf, arch: string, extra: [string, GgufValue][] =
   return { ...gguf, metadata };
 }
 
-const SUPPORTED = "llama, mistral, qwen2, qwen3, gemma3, phi3";
+const SUPPORTED = "llama, mistral, qwen2, qwen3, gemma3, phi3, bert";
 
 Deno.test("architecture table: its entries; others refused with the supported list", () => {
   assert.deepEqual(SUPPORTED_ARCHITECTURES, SUPPORTED.split(", "));
@@ -48,6 +48,18 @@ Deno.test("architecture table: its entries; others refused with the supported li
     ropeFreqBaseSwa: 10000,
   };
   for (const arch of ARCHITECTURES.values()) {
+    if (arch.name === "bert") {
+      assert.deepEqual([arch.rope, arch.activation, arch.norms, arch.causal], [
+        "none",
+        "gelu",
+        "post",
+        false,
+      ]);
+      assert.equal(arch.attentionScale(shape), 0.25);
+      continue;
+    }
+    assert.equal(arch.norms, "pre");
+    assert.equal(arch.causal, true);
     assert.equal(arch.rope, arch.name === "llama" || arch.name === "mistral" ? "normal" : "neox");
     assert.equal(arch.activation, arch.name === "gemma3" ? "gelu_tanh" : "silu");
     assert.equal(arch.attentionScale(shape), 0.25);
@@ -74,7 +86,7 @@ Deno.test("architecture table: its entries; others refused with the supported li
   try {
     assert.throws(
       () => new Model(native, asArchitecture(s.gguf, "falcon"), s.base),
-      /unsupported architecture "falcon" \(supported: llama, mistral, qwen2, qwen3, gemma3, phi3\)/,
+      /unsupported architecture "falcon" \(supported: llama, mistral, qwen2, qwen3, gemma3, phi3, bert\)/,
     );
     const missing = asArchitecture(s.gguf, "mistral");
     (missing.metadata as Map<string, GgufValue>).delete("mistral.block_count");

@@ -37,6 +37,8 @@ Deno.test("config: stories260K's llama.* keys", () => {
     ropeFreqBaseSwa: 10000,
     ropeOriginalContextLength: 2048,
     ropeAttnFactor: 1,
+    causal: true,
+    poolingType: "none",
   });
 });
 

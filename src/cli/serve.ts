@@ -67,8 +67,9 @@ const SERVE_TEMPLATE_HELP = {
 const usage = `Usage: dotllm serve MODEL [options]
 
 Serves a GGUF model over HTTP with OpenAI's API: POST /v1/chat/completions,
-POST /v1/completions (stream: true for server-sent events), GET /v1/models;
-llama.cpp's POST /tokenize, /detokenize, /apply-template and GET /health;
+POST /v1/completions (stream: true for server-sent events), GET /v1/models,
+POST /v1/embeddings; llama.cpp's POST /embedding, /tokenize, /detokenize,
+/apply-template and GET /health;
 GET /metrics (Prometheus); a chat page at /. Up to --parallel requests are
 decoded together in one batch; more wait in a queue (--queue), then 503.
 Request fields dotllm does not implement (tools, response_format other than
@@ -90,6 +91,8 @@ ${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLA
       --queue N            requests that may wait for a slot before 503 (default ${DEFAULT_QUEUE_LIMIT})
       --body-limit BYTES   largest request body before 413 (default ${DEFAULT_BODY_LIMIT_BYTES})
       --shutdown-timeout S seconds in-flight requests get on SIGINT/SIGTERM (default 30)
+      --pooling P          embeddings' pooling: mean, cls, last, none (/embedding only);
+                           default the model's, mean for a decoder that declares none
   Defaults for requests that leave the field out (a request's own fields win):
 ${helpLines(SAMPLING_GROUP.help, SERVE_SAMPLING_HELP)}\
   -h, --help               this help
@@ -174,6 +177,10 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
     ? undefined
     : chatTemplateSource(template.template);
 
+  const pooling = str(values, "pooling");
+  if (pooling !== undefined && !["mean", "cls", "last", "none"].includes(pooling)) {
+    throw new UsageError(`--pooling must be one of mean, cls, last, none, got "${pooling}"`);
+  }
   const path = await modelPath(positionals[0]);
   const backend = await withFlagNamesAsync(() =>
     startBackend(path, {
@@ -183,6 +190,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
       stepTokens,
       repack: model.repack,
       chatTemplate,
+      pooling,
     })
   );
   if (defaults.repeatLastN === -1) defaults.repeatLastN = backend.info.contextSize;
@@ -268,6 +276,7 @@ export const serveCommand: Command = {
     queue: { type: "string" },
     "body-limit": { type: "string" },
     "shutdown-timeout": { type: "string" },
+    pooling: { type: "string" },
   }),
   run(values, positionals) {
     if (values.np !== undefined && values.parallel === undefined) values.parallel = values.np;

@@ -52,6 +52,8 @@ const OPS = {
   geglu: ["out", "gate", "up", "n"],
   add_rows: ["out", "x", "bias", "rows", "n"],
   scale: ["out", "x", "n", "s:f64"],
+  gelu: ["out", "x", "n"],
+  norm: ["out", "x", "weight", "bias", "n", "tokens", "eps:f64"],
 } as const;
 
 /** An op's name. */
@@ -289,6 +291,30 @@ export class GraphRecorder {
     this.#u(at, F.add_rows.n, n);
   }
 
+  gelu(out: number, x: number, n: number): void {
+    const at = this.#begin("gelu", 0);
+    this.#u(at, F.gelu.out, out);
+    this.#u(at, F.gelu.x, x);
+    this.#u(at, F.gelu.n, n);
+  }
+  norm(
+    out: number,
+    x: number,
+    weight: number,
+    bias: number,
+    n: number,
+    tokens: number,
+    eps: number,
+  ): void {
+    const at = this.#begin("norm", 0);
+    this.#u(at, F.norm.out, out);
+    this.#u(at, F.norm.x, x);
+    this.#u(at, F.norm.weight, weight);
+    this.#u(at, F.norm.bias, bias);
+    this.#u(at, F.norm.n, n);
+    this.#u(at, F.norm.tokens, tokens);
+    this.#f(at, F.norm.eps, eps);
+  }
   scale(out: number, x: number, n: number, s: number): void {
     const at = this.#begin("scale", 0);
     this.#u(at, F.scale.out, out);

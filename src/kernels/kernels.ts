@@ -372,6 +372,40 @@ export class Kernels {
     this.#done();
   }
 
+  /** `out[i] = gelu_tanh(x[i])` for n elements (ggml's F16-table GELU; out may alias x). */
+  gelu(out: number, x: number, n: number): void {
+    checkAddress("out", out);
+    checkAddress("x", x);
+    checkCount("n", n);
+    this.#to.gelu(out, x, n);
+    this.#done();
+  }
+
+  /**
+   * Layer norm with weight and bias: `out[t] = (x[t] − mean) / √(var + eps) · weight + bias`
+   * for `tokens` rows of `n` (out may alias x).
+   */
+  layerNorm(
+    out: number,
+    x: number,
+    weight: number,
+    bias: number,
+    n: number,
+    tokens: number,
+    eps: number,
+  ): void {
+    checkAddress("out", out);
+    checkAddress("x", x);
+    checkAddress("weight", weight);
+    checkAddress("bias", bias);
+    checkCount("n", n);
+    checkCount("tokens", tokens);
+    checkFinite("eps", eps);
+    if (eps < 0) throw new RangeError(`eps must be >= 0, got ${eps}`);
+    this.#to.norm(out, x, weight, bias, n, tokens, eps);
+    this.#done();
+  }
+
   /** `out[i] = x[i] · s` for n elements (out may alias x). */
   scale(out: number, x: number, s: number, n: number): void {
     checkAddress("out", out);

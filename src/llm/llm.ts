@@ -44,6 +44,12 @@ import {
 import { prepareLibrary } from "../native/locate.ts";
 import { randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import { type DecodeOptions, Tokenizer } from "../tokenizer/mod.ts";
+import {
+  embeddingContextOptions,
+  type EmbedOptions,
+  embedSequences,
+  resolvePooling,
+} from "../embedding/mod.ts";
 
 /**
  * How a model loads and the context it runs in: the one options type of
@@ -136,6 +142,8 @@ export class Llm {
   /** The model's tokenizer. */
   readonly tokenizer: Tokenizer;
   readonly #threads: number;
+  #options: LlmOptions = {};
+  #embeddings: Context | undefined;
   #busy = false;
   #closed = false;
 
@@ -160,7 +168,9 @@ export class Llm {
     try {
       const tokenizer = Tokenizer.fromGguf(model.gguf);
       const context = new Context(model, { ...contextOptions, slots: 1, maxLogits: 1 });
-      return new Llm(model, context, tokenizer, options.threads ?? 0);
+      const llm = new Llm(model, context, tokenizer, options.threads ?? 0);
+      llm.#options = options;
+      return llm;
     } catch (error) {
       model.close();
       throw error;
@@ -385,6 +395,42 @@ export class Llm {
     return JSON.parse(result.text);
   }
 
+  /**
+   * One embedding per input (text, tokenized with BOS/EOS as the model asks, or
+   * token ids), as llama-embedding computes it: the inputs decoded together
+   * (one sequence per slot of an embeddings context, made on first use), the
+   * final hidden states pooled (`pooling`, default the model's, `mean` for a
+   * decoder) and normalized (`normalize`, default 2: Euclidean). With pooling
+   * `none`, an input's entry is its tokens' vectors, `[tokens][embedding]` in
+   * one array. Throws `RangeError` for an empty input or one longer than the
+   * context (naming the limit).
+   */
+  // deno-lint-ignore require-await
+  async embed(
+    inputs: readonly (string | ArrayLike<number>)[],
+    options: EmbedOptions = {},
+  ): Promise<Float32Array[]> {
+    if (this.#closed) throw new Error("Llm used after close");
+    const pooling = resolvePooling(this.model, options.pooling);
+    const sequences = inputs.map((s) =>
+      typeof s === "string" ? this.tokenizer.encode(s, { parseSpecial: true }) : s
+    );
+    const context = this.#embeddings ??= new Context(
+      this.model,
+      embeddingContextOptions(this.model, {
+        contextSize: this.#options.contextSize,
+        threads: this.#threads,
+        cacheType: this.#options.cacheType,
+      }),
+    );
+    return embedSequences(context, sequences, pooling, options.normalize ?? 2).map((vs) => {
+      if (vs.length === 1) return vs[0];
+      const all = new Float32Array(vs.length * this.model.config.embeddingLength);
+      vs.forEach((v, i) => all.set(v, i * v.length));
+      return all;
+    });
+  }
+
   #processors(
     logitBias: LlmGenerateOptions["logitBias"],
     spec: ConstraintSpec,
@@ -404,6 +450,7 @@ export class Llm {
     if (this.#closed) return;
     if (this.#busy) throw new Error("Llm.close() during a generation: stop it first");
     this.#closed = true;
+    this.#embeddings?.close();
     this.context.close();
     this.model.close();
   }

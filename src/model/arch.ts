@@ -19,11 +19,23 @@
  */
 import { ModelError } from "./errors.ts";
 
-/** How RoPE pairs dimensions: `normal` (x[2i], x[2i+1]), llama; `neox` (x[i], x[i + d/2]). */
-export type RopeStyle = "normal" | "neox";
+/**
+ * How RoPE pairs dimensions: `normal` (x[2i], x[2i+1]), llama; `neox` (x[i], x[i + d/2]);
+ * `none`: no rotation (BERT adds learned absolute position embeddings instead).
+ */
+export type RopeStyle = "normal" | "neox" | "none";
 
-/** The gated FFN's activation: `silu` (SwiGLU) or `gelu_tanh` (GeGLU, Gemma). */
-export type FfnActivation = "silu" | "gelu_tanh";
+/**
+ * The FFN's activation: `silu` (SwiGLU) or `gelu_tanh` (GeGLU, Gemma), both gated;
+ * `gelu`: the plain two-matrix FFN `down(gelu(up·x + b) ) + b` (BERT), ggml's tanh GELU.
+ */
+export type FfnActivation = "silu" | "gelu_tanh" | "gelu";
+
+/**
+ * Where the block's norms sit: `pre` (RMSNorm of the input of attention and of the FFN,
+ * llama); `post` (layer norm with bias of the residual sum after each, BERT).
+ */
+export type NormPlacement = "pre" | "post";
 
 /** Whether an optional tensor family exists: never, maybe (when in the file) or always. */
 export type Presence = "none" | "optional" | "required";
@@ -53,6 +65,18 @@ export const TENSOR_NAMES = {
   wUp: "blk.%d.ffn_up.weight",
   wDown: "blk.%d.ffn_down.weight",
   postFfnNorm: "blk.%d.post_ffw_norm.weight",
+  // BERT (llama.cpp's LLM_ARCH_BERT names).
+  positionEmbedding: "position_embd.weight",
+  tokenTypes: "token_types.weight",
+  tokenEmbeddingNorm: "token_embd_norm.weight",
+  tokenEmbeddingNormBias: "token_embd_norm.bias",
+  bo: "blk.%d.attn_output.bias",
+  attnOutNorm: "blk.%d.attn_output_norm.weight",
+  attnOutNormBias: "blk.%d.attn_output_norm.bias",
+  bUp: "blk.%d.ffn_up.bias",
+  bDown: "blk.%d.ffn_down.bias",
+  layerOutNorm: "blk.%d.layer_output_norm.weight",
+  layerOutNormBias: "blk.%d.layer_output_norm.bias",
 } as const;
 
 /** A tensor kind of {@linkcode TENSOR_NAMES}. */
@@ -100,6 +124,17 @@ export interface Architecture {
   readonly fusedGateUp: boolean;
   readonly rope: RopeStyle;
   readonly activation: FfnActivation;
+  /**
+   * `pre`: RMSNorm before attention and FFN, a final `output_norm` (the decoders);
+   * `post`: BERT's layer norms with bias after each residual add, an embedding layer norm,
+   * learned position and token-type embeddings, biases on every matrix, no LM head.
+   */
+  readonly norms: NormPlacement;
+  /**
+   * Whether a token attends only the positions before it (the decoders) or its whole
+   * sequence (BERT). `<prefix>.attention.causal` in the file overrides it.
+   */
+  readonly causal: boolean;
   /** Multiplies Q·K (llama: 1/√headDim). */
   attentionScale(shape: ArchitectureShape): number;
   /**
@@ -126,6 +161,8 @@ const llamaLike = {
   fusedGateUp: false,
   rope: "normal",
   activation: "silu",
+  norms: "pre",
+  causal: true,
   attentionScale: (s: ArchitectureShape) => 1 / Math.sqrt(s.headDim),
   scalesQuery: false,
   embeddingScale: () => 1,
@@ -192,6 +229,20 @@ export const ARCHITECTURES: ReadonlyMap<string, Architecture> = new Map<string, 
     fusedGateUp: true,
     rope: "neox",
   }],
+  // BERT (llama.cpp's bert.cpp; all-MiniLM, bge, e5): the sum of token, position and
+  // token-type-0 embeddings through a layer norm; each block adds attention (no RoPE, the
+  // whole sequence) to its input and layer-norms the sum, then the same with a plain GELU
+  // FFN; biases on every matrix. An encoder: its output is the pooled hidden states.
+  ["bert", {
+    name: "bert",
+    keyPrefix: "bert",
+    ...llamaLike,
+    qkvBias: "required",
+    rope: "none",
+    activation: "gelu",
+    norms: "post",
+    causal: false,
+  }],
 ]);
 
 /** The names of the supported architectures, in table order. */
@@ -232,7 +283,9 @@ export function describeArchitecture(
 ): string {
   const parts = [
     `${shape.headCount} heads / ${headCountKv} KV × ${shape.headDim}`,
-    `${arch.rope === "neox" ? "NeoX" : "normal"} rope ${shape.ropeFreqBase}`,
+    arch.rope === "none"
+      ? "absolute positions"
+      : `${arch.rope === "neox" ? "NeoX" : "normal"} rope ${shape.ropeFreqBase}`,
   ];
   const windowed = Array.from({ length: shape.blockCount }, (_, l) => l)
     .filter((l) => arch.layerWindow(shape, l) > 0);
@@ -246,7 +299,11 @@ export function describeArchitecture(
         `${shape.blockCount} layers${base}`,
     );
   }
-  parts.push(arch.activation === "gelu_tanh" ? "GELU-tanh" : "SiLU");
+  parts.push(
+    arch.activation === "gelu_tanh" ? "GELU-tanh" : arch.activation === "gelu" ? "GELU" : "SiLU",
+  );
+  if (arch.norms === "post") parts.push("post layer norms");
+  if (!arch.causal) parts.push("bidirectional");
   if (arch.qkvBias !== "none") parts.push("Q/K/V biases");
   if (arch.qkNorm !== "none") parts.push("Q/K norms");
   if (arch.postAttentionNorm !== "none") parts.push("post norms");

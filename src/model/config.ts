@@ -37,8 +37,15 @@ export interface ModelConfig {
   readonly ropeDimensionCount: number;
   /** RoPE frequency base (`<arch>.rope.freq_base`, default 10000). */
   readonly ropeFreqBase: number;
-  /** RMSNorm epsilon (`<arch>.attention.layer_norm_rms_epsilon`). */
+  /**
+   * The norms' epsilon: `<arch>.attention.layer_norm_rms_epsilon` (RMSNorm), or for an
+   * architecture of layer norms (BERT) `<arch>.attention.layer_norm_epsilon`.
+   */
   readonly rmsEpsilon: number;
+  /** Causal attention (`<arch>.attention.causal`, default the architecture's). */
+  readonly causal: boolean;
+  /** The pooling the file declares for embeddings (`<arch>.pooling_type`; `none` when absent). */
+  readonly poolingType: PoolingType;
   /** Vocabulary size (rows of `token_embd.weight`). */
   readonly vocabSize: number;
   /** `<prefix>.attention.sliding_window`, 0 when absent (the table decides which layers use it). */
@@ -55,6 +62,16 @@ export interface ModelConfig {
   /** `<prefix>.rope.scaling.attn_factor` (default 1): multiplies RoPE's cos and sin (LongRoPE). */
   readonly ropeAttnFactor: number;
 }
+
+/**
+ * How the hidden states of a sequence become one embedding (llama.cpp's
+ * `llama_pooling_type`): `none` (one per token), `mean`, `cls` (the first
+ * token), `last`, `rank` (a reranker's classifier head, not run here).
+ */
+export type PoolingType = "none" | "mean" | "cls" | "last" | "rank";
+
+/** `<arch>.pooling_type` values, by llama.cpp's enum number. */
+export const POOLING_TYPES: readonly PoolingType[] = ["none", "mean", "cls", "last", "rank"];
 
 /** The config of the Llama graph (the name before the architecture table). */
 export type LlamaConfig = ModelConfig;
@@ -103,6 +120,15 @@ function float(gguf: Gguf, key: string, fallback: number | undefined, min: numbe
   return value;
 }
 
+function boolean(gguf: Gguf, key: string, fallback: boolean): boolean {
+  const value = gguf.metadata.get(key);
+  if (value === undefined) return fallback;
+  if (typeof value !== "boolean") {
+    throw new ModelError(`metadata key "${key}" must be a boolean, got ${String(value)}`);
+  }
+  return value;
+}
+
 /**
  * Reads and checks the config of any architecture in the table; throws
  * {@linkcode ModelError} naming the key at fault, or listing the supported
@@ -113,7 +139,8 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
   if (typeof architecture !== "string") {
     throw new ModelError(`missing metadata key "general.architecture"`);
   }
-  const a = architectureOf(architecture).keyPrefix;
+  const arch = architectureOf(architecture);
+  const a = arch.keyPrefix;
   const L = CONFIG_LIMITS;
   const embeddingLength = integer(
     gguf,
@@ -187,7 +214,11 @@ export function readModelConfig(gguf: Gguf): ModelConfig {
     headDim,
     ropeDimensionCount,
     ropeFreqBase: float(gguf, `${a}.rope.freq_base`, 10000, 0),
-    rmsEpsilon: float(gguf, `${a}.attention.layer_norm_rms_epsilon`, undefined, 0),
+    rmsEpsilon: arch.norms === "post"
+      ? float(gguf, `${a}.attention.layer_norm_epsilon`, undefined, 0)
+      : float(gguf, `${a}.attention.layer_norm_rms_epsilon`, undefined, 0),
+    causal: boolean(gguf, `${a}.attention.causal`, arch.causal),
+    poolingType: POOLING_TYPES[integer(gguf, `${a}.pooling_type`, 0, 0, POOLING_TYPES.length - 1)],
     vocabSize,
     slidingWindow: integer(gguf, `${a}.attention.sliding_window`, 0, 0, L.contextLengthMax),
     slidingWindowPattern: integer(

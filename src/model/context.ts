@@ -51,6 +51,12 @@ export interface ContextOptions {
   threads?: number;
   /** The kernels to run on (closed by the caller), or a factory (closed by the context). */
   kernels?: ForwardOps | ((native: Native, threads: number) => ForwardOps);
+  /**
+   * Embeddings: each decode leaves every token's final hidden state in
+   * {@linkcode Context.hiddenStates} (after the output norm, as llama.cpp's
+   * `t_embd`) and computes no logits. Default false.
+   */
+  embeddings?: boolean;
 }
 
 /** Bytes a context and its model hold, by kind. */
@@ -93,7 +99,12 @@ export class Context {
   /** Most logits rows per decode. */
   readonly maxLogits: number;
   readonly memory: ModelMemory;
+  /** True when decodes compute hidden states (embeddings) instead of logits. */
+  readonly embeddings: boolean;
   readonly #ownsKernels: boolean;
+  readonly #attendTo: Int32Array;
+  readonly #hidden: Float32Array;
+  #hiddenCount = 0;
   readonly #native: Native;
   readonly #buffers: NativeBuffer[] = [];
   readonly #b: ForwardBuffers;
@@ -142,6 +153,7 @@ export class Context {
       throw new RangeError(`threads must be an integer in [0, ${threadCountMax}], got ${threads}`);
     }
     const cacheType = options.cacheType ?? "f16";
+    this.embeddings = options.embeddings ?? false;
 
     const B = this.batchSize, R = this.maxLogits;
     const E = c.embeddingLength, H = c.headCount, Hkv = c.headCountKv, D = c.headDim;
@@ -165,6 +177,8 @@ export class Context {
         return { address: buffer.address, view };
       };
       const tokens = i32(B), positions = i32(B), slotIds = i32(B), outRows = i32(R);
+      const attendTo = i32(B);
+      const x = this.#alloc(B * E * 4);
       const heads = H + 2 * Hkv;
       // Rows of the fused outputs, viewed as [B·heads][D] and [2B][F] (fixed: they
       // depend on the token index only).
@@ -180,7 +194,7 @@ export class Context {
         : [0, 0] as const;
       const logits = this.#alloc(R * V * 4);
       this.#b = tagged({
-        x: f32(B * E),
+        x: x.address,
         xb: f32(B * E),
         q: f32(B * Q),
         k: f32(B * KV),
@@ -195,6 +209,7 @@ export class Context {
         tokens: tokens.address,
         positions: positions.address,
         slots: slotIds.address,
+        attendTo: attendTo.address,
         outRows: outRows.address,
         xOut: f32(R * E),
         logits: logits.address,
@@ -203,6 +218,8 @@ export class Context {
       this.#positions = positions.view;
       this.#slots = slotIds.view;
       this.#outRows = outRows.view;
+      this.#attendTo = attendTo.view;
+      this.#hidden = new Float32Array(x.buffer, 0, B * E);
       this.#logitsBuffer = logits.buffer;
       this.#logitsRows = Array.from(
         { length: R },
@@ -304,6 +321,21 @@ export class Context {
         this.#outRows[R++] = i;
       }
     }
+    const causal = this.model.config.causal;
+    if (!causal) {
+      // Bidirectional: each sequence whole in one batch (its tokens see the ones after them).
+      for (let i = 0; i < n; i++) {
+        const slot = batch.slots[i];
+        if (cache.length(slot) !== 0) {
+          throw new RangeError(
+            `slot ${slot} already holds ${cache.length(slot)} tokens: a bidirectional model ` +
+              `runs each sequence whole, in one batch (truncate the slot first)`,
+          );
+        }
+        this.#attendTo[i] = next[slot] - 1;
+      }
+    }
+    if (this.embeddings) R = 0;
     for (let i = 0; i < n; i++) { // a loop, not `set(subarray)`: no views allocated
       this.#tokens[i] = batch.tokens[i];
       this.#positions[i] = batch.positions[i];
@@ -312,9 +344,10 @@ export class Context {
 
     const k = this.kernels;
     this.#logitsCount = 0;
+    this.#hiddenCount = 0;
     k.beginGraph?.();
     try {
-      forward(k, this.model, cache, this.#b, n, R, this.#outRows[0]);
+      forward(k, this.model, cache, this.#b, n, R, this.#outRows[0], this.embeddings);
     } catch (error) {
       k.cancelGraph?.();
       throw error;
@@ -322,7 +355,20 @@ export class Context {
     k.endGraph?.();
     for (let i = 0; i < n; i++) cache.append(batch.slots[i], batch.tokens[i]);
     this.#logitsCount = R;
+    if (this.embeddings) this.#hiddenCount = n;
     return R;
+  }
+
+  /**
+   * In an `embeddings` context, the final hidden states of the last decode's
+   * tokens, `[tokens][embedding]` in batch order: a view of native memory,
+   * valid until the next decode.
+   */
+  hiddenStates(): Float32Array {
+    if (!this.embeddings) {
+      throw new Error("hiddenStates needs a context made with embeddings: true");
+    }
+    return this.#hidden.subarray(0, this.#hiddenCount * this.model.config.embeddingLength);
   }
 
   /**

@@ -66,6 +66,11 @@ export interface ForwardBuffers {
   readonly tokens: number; // [B] i32 token ids
   readonly positions: number; // [B] i32
   readonly slots: number; // [B] i32
+  /**
+   * [B] i32: for a bidirectional model, each token's last position of its sequence in the
+   * batch (attention's upper bound in place of its own position); 0 for a causal one.
+   */
+  readonly attendTo: number;
   readonly outRows: number; // [R] i32 batch rows that want logits
   readonly xOut: number; // [R][E]
   readonly logits: number; // [R][V]
@@ -83,6 +88,10 @@ export function missingOps(model: ForwardModel, kernels: ForwardOps): string | u
     missing.push("a bias add (addRows)");
   }
   if (a.activation === "gelu_tanh" && !kernels.geglu) missing.push("GELU-tanh gated FFN (geglu)");
+  if (a.activation === "gelu" && !kernels.gelu) missing.push("GELU (gelu)");
+  if (a.norms === "post" && (!kernels.layerNorm || !kernels.addRows)) {
+    missing.push("layer norm with bias (layerNorm) and bias adds (addRows)");
+  }
   if ((a.embeddingScale(model.config) !== 1 || a.scalesQuery) && !kernels.scale) {
     missing.push("a scale op (embedding or query scale)");
   }
@@ -94,6 +103,10 @@ export function missingOps(model: ForwardModel, kernels: ForwardOps): string | u
  * in `b`) and, when `R > 0`, the logits of the `R` rows listed in
  * `b.outRows` (the first of them `firstOutRow`) into `b.logits` [R][V]. The
  * caller wraps it in `beginGraph`/`endGraph`.
+ *
+ * With `hidden` (embeddings; then `R` must be 0), every token's final hidden
+ * state is left in `b.x` [T][E]: after the output norm where the model has
+ * one (llama.cpp's `t_embd`), as it is for an encoder (BERT).
  */
 export function forward(
   k: ForwardOps,
@@ -103,6 +116,7 @@ export function forward(
   T: number,
   R: number,
   firstOutRow: number,
+  hidden = false,
 ): void {
   const c = m.config;
   const w = m.weights;
@@ -132,11 +146,24 @@ export function forward(
   const embScale = arch.embeddingScale(c);
   const { x, xb, q, att, gate, up, positions: pos, slots } = b;
   const kk = b.k, v = b.v;
+  const post = arch.norms === "post";
+  const rope = arch.rope !== "none";
+  // A bidirectional token attends its sequence's positions up to the batch's last one.
+  const attendTo = c.causal ? pos : b.attendTo;
 
   // x [T][E] = token_embd[ids]
   const emb = w.tokenEmbedding;
   k.getRows(emb.type, x, emb.address, b.tokens, T, E, emb.rowCount);
   if (embScale !== 1) k.scale!(x, x, embScale, T * E); // Gemma: x ×= √E
+  // BERT: + token type 0 ("sentence A"), + position_embd[pos], then a layer norm.
+  if (w.tokenTypes !== undefined) k.addRows!(x, x, w.tokenTypes.address, T, E);
+  const pe = w.positionEmbedding;
+  if (pe !== undefined) {
+    k.getRows(pe.type, xb, pe.address, pos, T, E, pe.rowCount); // xb [T][E]
+    k.add(x, x, xb, T * E);
+  }
+  const en = w.tokenEmbeddingNorm, enb = w.tokenEmbeddingNormBias;
+  if (en !== undefined && enb !== undefined) k.layerNorm!(x, x, en.address, enb.address, E, T, eps);
 
   for (let l = 0; l < c.blockCount; l++) {
     const L = w.layers[l];
@@ -144,18 +171,19 @@ export function forward(
     const vCache = cache.vLayers[l]; // [slots][rows][KV]
     const rows = cache.rows(l); // the context, or a ring for a sliding-window layer
 
-    // Attention block.
-    k.rmsnorm(xb, x, L.attnNorm.address, E, T, eps); // xb [T][E]
+    // Attention block (post-norm: the block's input itself, normed after the residual add).
+    if (L.attnNorm !== undefined) k.rmsnorm(xb, x, L.attnNorm.address, E, T, eps); // xb [T][E]
+    const xa = post ? x : xb;
     if (L.wqkv !== undefined) {
       const heads = H + 2 * Hkv, ids = b.qkvIds; // (indexing: no iterator allocated)
-      k.matmul(L.wqkv.type, b.qkv, L.wqkv.address, xb, Q + 2 * KV, E, T); // qkv [T][Q+2KV]
+      k.matmul(L.wqkv.type, b.qkv, L.wqkv.address, xa, Q + 2 * KV, E, T); // qkv [T][Q+2KV]
       k.getRows(F32, q, b.qkv, ids[0], T * H, D, T * heads); // q [T][H·D]
       k.getRows(F32, kk, b.qkv, ids[1], T * Hkv, D, T * heads); // k [T][Hkv·D]
       k.getRows(F32, v, b.qkv, ids[2], T * Hkv, D, T * heads); // v [T][Hkv·D]
     } else {
-      k.matmul(L.wq!.type, q, L.wq!.address, xb, Q, E, T); // q [T][H·D]
-      k.matmul(L.wk!.type, kk, L.wk!.address, xb, KV, E, T); // k [T][Hkv·D]
-      k.matmul(L.wv!.type, v, L.wv!.address, xb, KV, E, T); // v [T][Hkv·D]
+      k.matmul(L.wq!.type, q, L.wq!.address, xa, Q, E, T); // q [T][H·D]
+      k.matmul(L.wk!.type, kk, L.wk!.address, xa, KV, E, T); // k [T][Hkv·D]
+      k.matmul(L.wv!.type, v, L.wv!.address, xa, KV, E, T); // v [T][Hkv·D]
     }
     if (L.bq !== undefined) k.addRows!(q, q, L.bq.address, T, Q); // q += bq
     if (L.bk !== undefined) k.addRows!(kk, kk, L.bk.address, T, KV); // k += bk
@@ -163,8 +191,8 @@ export function forward(
     if (L.qNorm !== undefined) k.rmsnorm(q, q, L.qNorm.address, D, T * H, eps); // q per head
     if (L.kNorm !== undefined) k.rmsnorm(kk, kk, L.kNorm.address, D, T * Hkv, eps); // k per head
     const base = m.layerRopeBases[l];
-    k.rope(q, T, H, D, c.ropeDimensionCount, pos, base, freqs, neox); // q [T][H][D]
-    k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, base, freqs, neox); // k [T][Hkv][D]
+    if (rope) k.rope(q, T, H, D, c.ropeDimensionCount, pos, base, freqs, neox); // q [T][H][D]
+    if (rope) k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, base, freqs, neox); // k [T][Hkv][D]
     if (qScale !== 1) k.scale!(q, q, qScale, T * Q); // Gemma: q ×= 1/√key_length
     k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows, slotCount); // kCache[slot][pos]
     k.storeKv(ct, vCache, v, pos, slots, T, KV, rows, slotCount); // vCache[slot][pos]
@@ -178,7 +206,7 @@ export function forward(
       kCache,
       vCache,
       T,
-      pos,
+      attendTo,
       slots,
       H,
       Hkv,
@@ -189,12 +217,21 @@ export function forward(
       slotCount,
     ); // att [T][H·D]
     k.matmul(L.wo.type, xb, L.wo.address, att, E, Q, T); // xb [T][E]
+    if (L.bo !== undefined) k.addRows!(xb, xb, L.bo.address, T, E); // xb += bo
     if (L.postAttnNorm !== undefined) k.rmsnorm(xb, xb, L.postAttnNorm.address, E, T, eps); // xb [T][E]
     k.add(x, x, xb, T * E); // x += attention
+    if (L.attnOutNorm !== undefined) {
+      k.layerNorm!(x, x, L.attnOutNorm.address, L.attnOutNormBias!.address, E, T, eps); // BERT
+    }
 
-    // Feed-forward block (gated: SwiGLU, or GELU-tanh for Gemma).
-    k.rmsnorm(xb, x, L.ffnNorm.address, E, T, eps); // xb [T][E]
-    if (L.wGate === undefined) {
+    // Feed-forward block (gated: SwiGLU, or GELU-tanh for Gemma; plain GELU for BERT).
+    if (L.ffnNorm !== undefined) k.rmsnorm(xb, x, L.ffnNorm.address, E, T, eps); // xb [T][E]
+    const xf = post ? x : xb;
+    if (arch.activation === "gelu") {
+      k.matmul(L.wUp.type, up, L.wUp.address, xf, F, E, T); // up [T][F]
+      if (L.bUp !== undefined) k.addRows!(up, up, L.bUp.address, T, F); // up += b
+      k.gelu!(gate, up, T * F); // gate = gelu(up)
+    } else if (L.wGate === undefined) {
       const ids = b.gateUpIds;
       k.matmul(L.wUp.type, b.gateUp, L.wUp.address, xb, 2 * F, E, T); // gateUp [T][2F]
       k.getRows(F32, gate, b.gateUp, ids[0], T, F, 2 * T); // gate [T][F]
@@ -204,12 +241,22 @@ export function forward(
       k.matmul(L.wUp.type, up, L.wUp.address, xb, F, E, T); // up [T][F]
     }
     if (arch.activation === "gelu_tanh") k.geglu!(gate, gate, up, T * F); // gate = gelu(gate)·up
-    else k.swiglu(gate, gate, up, T * F); // gate = silu(gate)·up
+    else if (arch.activation === "silu") k.swiglu(gate, gate, up, T * F); // gate = silu(gate)·up
     k.matmul(L.wDown.type, xb, L.wDown.address, gate, E, F, T); // xb [T][E]
+    if (L.bDown !== undefined) k.addRows!(xb, xb, L.bDown.address, T, E); // xb += b
     if (L.postFfnNorm !== undefined) k.rmsnorm(xb, xb, L.postFfnNorm.address, E, T, eps); // xb [T][E]
     k.add(x, x, xb, T * E); // x += ffn
+    if (L.layerOutNorm !== undefined) {
+      k.layerNorm!(x, x, L.layerOutNorm.address, L.layerOutNormBias!.address, E, T, eps); // BERT
+    }
+  }
+  if (hidden) {
+    // Embeddings: every row's final hidden state (the output norm's, where there is one).
+    if (w.outputNorm !== undefined) k.rmsnorm(x, x, w.outputNorm.address, E, T, eps);
+    return;
   }
   if (R === 0) return;
+  if (w.outputNorm === undefined) throw new RangeError("this model has no LM head: no logits");
 
   // Final norm and LM head, only the rows that want logits (one row: normed in place of a gather).
   if (R === 1) {

@@ -23,6 +23,7 @@ export {
   CONFIG_LIMITS,
   type LlamaConfig,
   type ModelConfig,
+  type PoolingType,
   readLlamaConfig,
   readModelConfig,
   SUPPORTED_ARCHITECTURES,

@@ -95,6 +95,21 @@ export interface ForwardOps {
   geglu?(out: number, gate: number, up: number, n: number): void;
   /** `out[t][i] = x[t][i] + bias[i]`, `rows` rows of `n` (Q/K/V biases). Optional, as `geglu`. */
   addRows?(out: number, x: number, bias: number, rows: number, n: number): void;
+  /** `out = gelu_tanh(x)`, `n` elements (BERT's FFN; ggml's F16-table GELU). Optional, as `geglu`. */
+  gelu?(out: number, x: number, n: number): void;
+  /**
+   * `out[t] = (x[t] − mean) / √(var + eps) · weight + bias`, rows of `n` (ggml's `ggml_norm`,
+   * then the weight and the bias: BERT's layer norm). Optional, as `geglu`.
+   */
+  layerNorm?(
+    out: number,
+    x: number,
+    weight: number,
+    bias: number,
+    n: number,
+    tokens: number,
+    eps: number,
+  ): void;
   /** `out = x · s`, `n` elements (Gemma's embedding scale). Optional, as `geglu`. */
   scale?(out: number, x: number, s: number, n: number): void;
   /** `out = a + b`, `n` elements. */

@@ -42,7 +42,7 @@ export interface Weight {
  * architecture table says (shapes as GGUF rows × elements).
  */
 export interface LayerWeights {
-  readonly attnNorm: Weight; // [embd]
+  readonly attnNorm?: Weight; // [embd] (pre-norm architectures)
   readonly wq?: Weight; // [heads·headDim rows][embd] (absent when fused)
   readonly wk?: Weight; // [kvHeads·headDim rows][embd]
   readonly wv?: Weight; // [kvHeads·headDim rows][embd]
@@ -54,18 +54,35 @@ export interface LayerWeights {
   readonly kNorm?: Weight; // [headDim]
   readonly wo: Weight; // [embd rows][heads·headDim]
   readonly postAttnNorm?: Weight; // [embd]
-  readonly ffnNorm: Weight; // [embd]
+  readonly ffnNorm?: Weight; // [embd] (pre-norm architectures)
   readonly wGate?: Weight; // [ff rows][embd] (absent when fused with up)
   readonly wUp: Weight; // [ff rows][embd], or [2·ff rows][embd] fused (gate first)
   readonly wDown: Weight; // [embd rows][ff]
   readonly postFfnNorm?: Weight; // [embd]
+  // Post-norm (BERT): biases of the output, up and down matrices, and the layer norms
+  // (weight and bias) of the attention and FFN residual sums.
+  readonly bo?: Weight; // [embd]
+  readonly bUp?: Weight; // [ff]
+  readonly bDown?: Weight; // [embd]
+  readonly attnOutNorm?: Weight; // [embd]
+  readonly attnOutNormBias?: Weight; // [embd]
+  readonly layerOutNorm?: Weight; // [embd]
+  readonly layerOutNormBias?: Weight; // [embd]
 }
 
 /** Every weight of the model. */
 export interface ModelWeights {
   readonly tokenEmbedding: Weight; // [vocab rows][embd]
   readonly layers: readonly LayerWeights[];
-  readonly outputNorm: Weight; // [embd]
+  /** The final RMSNorm (absent in a post-norm encoder: BERT). */
+  readonly outputNorm?: Weight; // [embd]
+  /** BERT: learned absolute position embeddings, [context rows][embd]. */
+  readonly positionEmbedding?: Weight;
+  /** BERT: token-type embeddings (row 0, "sentence A", is added to every token). */
+  readonly tokenTypes?: Weight; // [types rows][embd]
+  /** BERT: the layer norm (weight, bias) of the summed embeddings. */
+  readonly tokenEmbeddingNorm?: Weight; // [embd]
+  readonly tokenEmbeddingNormBias?: Weight; // [embd]
   /** The LM head: `output.weight`, or `token_embd.weight` when tied. */
   readonly output: Weight; // [vocab rows][embd]
   /** True when there is no `output.weight` and the embedding is reused. */
@@ -140,6 +157,11 @@ function check(
 
 const F32_ONLY: Allowed = new Map([[GgmlType.F32, { name: "F32", blockElems: 1 }]]);
 
+/** F32, or any type `computable` can look rows up in (position embeddings: F16 when converted so). */
+function F32_ONLY_OR(computable: Allowed): Allowed {
+  return new Map([...F32_ONLY, ...computable]);
+}
+
 /**
  * Binds every tensor the forward pass reads, as `arch` names them. `base` is
  * the address of the file's mapping (the file's byte 0); `computable` the
@@ -180,12 +202,14 @@ export function bindWeights(
     return check(info, base, shape, types);
   };
   const layers: LayerWeights[] = [];
+  const post = arch.norms === "post";
   for (let i = 0; i < config.blockCount; i++) {
     const b = (kind: TensorKind, shape: readonly number[], types = m) =>
       bind(gguf, base, tensorName(kind, i), shape, types);
     const fq = arch.fusedQkv, fg = arch.fusedGateUp;
+    const plain = arch.activation === "gelu";
     layers.push({
-      attnNorm: b("attnNorm", [e], F32_ONLY),
+      attnNorm: maybe("attnNorm", i, !post, [e], F32_ONLY),
       wq: maybe("wq", i, !fq, [e, q], m),
       wk: maybe("wk", i, !fq, [e, kv], m),
       wv: maybe("wv", i, !fq, [e, kv], m),
@@ -197,11 +221,18 @@ export function bindWeights(
       kNorm: maybe("kNorm", i, arch.qkNorm, [d], F32_ONLY),
       wo: b("wo", [q, e]),
       postAttnNorm: maybe("postAttnNorm", i, arch.postAttentionNorm, [e], F32_ONLY),
-      ffnNorm: b("ffnNorm", [e], F32_ONLY),
-      wGate: maybe("wGate", i, !fg, [e, ff], m),
+      ffnNorm: maybe("ffnNorm", i, !post, [e], F32_ONLY),
+      wGate: maybe("wGate", i, !fg && !plain, [e, ff], m),
       wUp: b("wUp", [e, fg ? 2 * ff : ff]),
       wDown: b("wDown", [ff, e]),
       postFfnNorm: maybe("postFfnNorm", i, arch.postFfnNorm, [e], F32_ONLY),
+      bo: maybe("bo", i, post ? "optional" : "none", [e], F32_ONLY),
+      bUp: maybe("bUp", i, post ? "optional" : "none", [ff], F32_ONLY),
+      bDown: maybe("bDown", i, post ? "optional" : "none", [e], F32_ONLY),
+      attnOutNorm: maybe("attnOutNorm", i, post, [e], F32_ONLY),
+      attnOutNormBias: maybe("attnOutNormBias", i, post, [e], F32_ONLY),
+      layerOutNorm: maybe("layerOutNorm", i, post, [e], F32_ONLY),
+      layerOutNormBias: maybe("layerOutNormBias", i, post, [e], F32_ONLY),
     });
   }
   const tokenEmbedding = bind(gguf, base, tensorName("tokenEmbedding"), [e, v], m);
@@ -211,7 +242,20 @@ export function bindWeights(
   const ropeFreqs = ropeInfo
     ? check(ropeInfo, base, [config.ropeDimensionCount / 2], F32_ONLY)
     : undefined;
-  const outputNorm = bind(gguf, base, tensorName("outputNorm"), [e], F32_ONLY);
+  const outputNorm = maybe("outputNorm", 0, !post, [e], F32_ONLY);
+  const positionEmbedding = maybe(
+    "positionEmbedding",
+    0,
+    post,
+    [e, config.contextLength],
+    F32_ONLY_OR(m),
+  );
+  const typesInfo = gguf.tensorsByName.get(tensorName("tokenTypes"));
+  const tokenTypes = typesInfo !== undefined && post
+    ? check(typesInfo, base, [e, typesInfo.dims[1] ?? 1], F32_ONLY)
+    : maybe("tokenTypes", 0, "none", [e], F32_ONLY);
+  const tokenEmbeddingNorm = maybe("tokenEmbeddingNorm", 0, post, [e], F32_ONLY);
+  const tokenEmbeddingNormBias = maybe("tokenEmbeddingNormBias", 0, post, [e], F32_ONLY);
   const factors = (kind: TensorKind) => {
     const info = gguf.tensorsByName.get(tensorName(kind));
     return info ? check(info, base, [config.ropeDimensionCount / 2], F32_ONLY) : undefined;
@@ -228,7 +272,16 @@ export function bindWeights(
 
   const present = (w: Weight | undefined): w is Weight => w !== undefined;
   const layerWeights = layers.flatMap((l) => Object.values(l).filter(present));
-  const all: Weight[] = [tokenEmbedding, outputNorm, ...layerWeights];
+  const all: Weight[] = [tokenEmbedding, ...layerWeights];
+  for (
+    const w of [
+      outputNorm,
+      positionEmbedding,
+      tokenTypes,
+      tokenEmbeddingNorm,
+      tokenEmbeddingNormBias,
+    ]
+  ) if (w !== undefined) all.push(w);
   if (outputInfo) all.push(output);
   if (ropeFreqs) all.push(ropeFreqs);
   if (ropeFactorsLong && ropeFactorsShort) all.push(ropeFactorsLong, ropeFactorsShort);
@@ -243,6 +296,10 @@ export function bindWeights(
     tokenEmbedding,
     layers,
     outputNorm,
+    positionEmbedding,
+    tokenTypes,
+    tokenEmbeddingNorm,
+    tokenEmbeddingNormBias,
     output,
     tiedOutput: outputInfo === undefined,
     ropeFreqs,

@@ -9,7 +9,9 @@
  */
 import type { SamplerParams } from "../sampler/mod.ts";
 import type { ChatMessage, ChatRenderer } from "./chat_prompt.ts";
-import type { Context } from "../model/mod.ts";
+import { Context } from "../model/mod.ts";
+import type { EmbedInput, EmbedOutput } from "./embeddings.ts";
+import { embeddingContextOptions, embedSequences, resolvePooling } from "../embedding/mod.ts";
 import {
   Scheduler,
   type SchedulerOptions,
@@ -87,6 +89,8 @@ export interface Backend {
   /** Renders a conversation; throws for a template error. */
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string>;
   stats(): Promise<SchedulerStats>;
+  /** Embeds the inputs together (between scheduler steps); input errors resolve as `{ error }`. */
+  embed(input: EmbedInput): Promise<EmbedOutput>;
   close(): Promise<void>;
 }
 
@@ -189,6 +193,12 @@ export class LocalBackend implements Backend {
     let prompt: Int32Array;
     try {
       if (this.#closed) throw new Error("the server is shutting down");
+      if (this.#context.model.weights.outputNorm === undefined) {
+        throw new Error(
+          `this model (${this.#context.model.config.architecture}) is an encoder: it serves ` +
+            `embeddings (/v1/embeddings), not text`,
+        );
+      }
       prompt = this.promptTokens(input.prompt);
     } catch (error) {
       onEvent({ type: "error", status: 400, message: (error as Error).message });
@@ -258,11 +268,65 @@ export class LocalBackend implements Backend {
     return Promise.resolve(this.scheduler.stats());
   }
 
+  #embeddings?: Context;
+  /** `serve --pooling`: the embeddings' pooling (default the model's, `mean` for a decoder). */
+  embeddingPooling?: string;
+
+  /**
+   * Embeds on a context of its own over the same weights (made on first use),
+   * the inputs as sequences of one batch; it runs between two scheduler steps
+   * (this thread), so generation pauses for one batch of embeddings.
+   */
+  embed(input: EmbedInput): Promise<EmbedOutput> {
+    if (this.#closed) return Promise.reject(new Error("the server is shutting down"));
+    const model = this.#context.model;
+    const sequences = input.inputs.map((p) =>
+      "tokens" in p
+        ? p.tokens
+        : this.#tokenizer.encode(p.text, { addSpecial: true, parseSpecial: true })
+    );
+    try {
+      const context = this.#embeddings ??= new Context(
+        model,
+        embeddingContextOptions(model, {
+          contextSize: this.#context.contextSize,
+          threads: this.#context.threadCount,
+          cacheType: this.#context.cache.cacheType,
+        }),
+      );
+      const pooling = resolvePooling(model, this.embeddingPooling);
+      if (pooling === "none" && !input.perToken) {
+        return Promise.resolve({
+          error: `pooling "none" gives one vector per token: use /embedding, or serve --pooling ` +
+            `mean|cls|last`,
+          param: null,
+        });
+      }
+      const E = model.config.embeddingLength;
+      const vectors = embedSequences(context, sequences, pooling, input.normalize);
+      return Promise.resolve({
+        embeddings: vectors.map((vs) => {
+          if (vs.length === 1) return vs[0];
+          const all = new Float32Array(vs.length * E);
+          vs.forEach((v, i) => all.set(v, i * E));
+          return all;
+        }),
+        promptTokens: sequences.map((s) => s.length),
+        dimensions: E,
+      });
+    } catch (error) {
+      if (!(error instanceof RangeError)) return Promise.reject(error);
+      const at = /^input (\d+)/.exec(error.message);
+      return Promise.resolve({ error: error.message, param: at ? `input[${at[1]}]` : "input" });
+    }
+  }
+
   /** Ends every request still running (the caller drained them first), then frees the model. */
   async close(): Promise<void> {
     this.#closed = true;
     this.scheduler.cancelAll();
     while (this.#running) await nextTurn();
+    this.#embeddings?.close();
     this.#context.close();
     this.#context.model.close();
   }

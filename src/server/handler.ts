@@ -16,6 +16,7 @@
  */
 import type { Backend, GenerateInput } from "./backend.ts";
 import { Metrics } from "./metrics.ts";
+import { embeddingResponse, parseEmbeddingRequest } from "./embeddings.ts";
 import { CHAT_PAGE } from "./page.ts";
 import {
   ApiError,
@@ -67,6 +68,9 @@ const ROUTES: Record<string, readonly string[]> = {
   "/tokenize": ["POST"],
   "/detokenize": ["POST"],
   "/apply-template": ["POST"],
+  "/v1/embeddings": ["POST"],
+  "/embeddings": ["POST"],
+  "/embedding": ["POST"],
 };
 
 /** Routes open without the API key: the balancer's probe and the page (which asks for the key). */
@@ -243,6 +247,10 @@ export class ApiHandler {
           throw new ApiError(400, `chat template: ${(error as Error).message}`, "messages");
         }
       }
+      case "/v1/embeddings":
+      case "/embeddings":
+      case "/embedding":
+        return this.#embed(request, path === "/embedding");
       case "/v1/chat/completions":
       case "/chat/completions":
         return this.#generate(request, "chat");
@@ -300,6 +308,29 @@ export class ApiHandler {
       null,
       "body_too_large",
     );
+  }
+
+  async #embed(request: Request, llamaCpp: boolean): Promise<Response> {
+    if (this.#draining) {
+      return this.#error(new ApiError(503, "the server is shutting down", null, "unavailable"), {
+        "retry-after": "5",
+      });
+    }
+    const parsed = parseEmbeddingRequest(
+      await this.#json(request),
+      llamaCpp,
+      this.backend.info.vocabSize,
+    );
+    this.#inFlight++;
+    try {
+      const out = await this.backend.embed(parsed.input);
+      if ("error" in out) throw new ApiError(400, out.error, out.param, "invalid_value");
+      this.metrics.promptTokens += out.promptTokens.reduce((a, b) => a + b, 0);
+      return Response.json(embeddingResponse(parsed, out, this.backend.info.id));
+    } finally {
+      this.#inFlight--;
+      if (this.#inFlight === 0) this.#idle?.();
+    }
   }
 
   async #generate(request: Request, kind: "chat" | "completion"): Promise<Response> {

@@ -26,6 +26,8 @@ export interface LoadOptions extends Pick<LlmOptions, "threads" | "repack" | "ca
   contextSize?: number;
   /** Most tokens per scheduler step; default 256. */
   stepTokens?: number;
+  /** `--pooling`: the embeddings' pooling (mean, cls, last, none); default the model's, else mean. */
+  pooling?: string;
   /**
    * The chat template's source text (`--chat-template`, resolved by the CLI
    * from a built-in's name or a file), used instead of the GGUF's own.
@@ -89,7 +91,7 @@ export async function loadBackend(
       pieceBytes: (id: number, special?: boolean) => tokenizer.pieceBytes(id, special),
       vocabSize: tokenizer.vocabSize,
     };
-    return new LocalBackend(
+    const backend = new LocalBackend(
       {
         id: basename(path),
         created: Math.floor(Date.now() / 1000),
@@ -103,12 +105,22 @@ export async function loadBackend(
       backendTokenizer,
       render,
       // Decodes and prompt chunks share batches only where that changes no token.
-      { stepTokens: options.stepTokens, mixed: probeBatchInvariance(context) },
+      {
+        stepTokens: options.stepTokens,
+        mixed: generates(context) && probeBatchInvariance(context),
+      },
       options.inbox,
     );
+    backend.embeddingPooling = options.pooling;
+    return backend;
   } catch (error) {
     context.close();
     model.close();
     throw error;
   }
+}
+
+/** Whether the context's model generates text (an encoder such as BERT only embeds). */
+function generates(context: Context): boolean {
+  return context.model.weights.outputNorm !== undefined && context.model.config.causal;
 }

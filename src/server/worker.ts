@@ -19,6 +19,7 @@ export type WorkerRequest =
   | { op: "tokenize"; id: number; text: string; addSpecial: boolean; parseSpecial: boolean }
   | { op: "detokenize"; id: number; tokens: number[] }
   | { op: "stats"; id: number }
+  | { op: "embed"; id: number; input: import("./embeddings.ts").EmbedInput }
   | { op: "close"; id: number };
 
 // deno-lint-ignore no-explicit-any
@@ -84,6 +85,8 @@ scope.onmessage = async (e: MessageEvent<WorkerRequest>) => {
       return reply(m.id, b.detokenize(m.tokens));
     case "stats":
       return reply(m.id, b.stats());
+    case "embed":
+      return reply(m.id, b.embed(m.input));
     case "close":
       return reply(m.id, b.close());
   }

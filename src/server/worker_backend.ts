@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { EmbedInput, EmbedOutput } from "./embeddings.ts";
 import type { Backend, GenerateInput, ModelInfo } from "./backend.ts";
 import { type ChatMessage, type ChatRenderer, chatRenderer } from "./chat_prompt.ts";
 import type { LoadOptions } from "./load.ts";
@@ -138,6 +139,10 @@ export class WorkerBackend implements Backend {
 
   stats(): Promise<SchedulerStats> {
     return this.#call({ op: "stats" });
+  }
+
+  embed(input: EmbedInput): Promise<EmbedOutput> {
+    return this.#call({ op: "embed", input });
   }
 
   /** Frees the model in the worker, then ends the worker. */
