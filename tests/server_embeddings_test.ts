@@ -9,14 +9,12 @@
  * @module
  */
 import assert from "node:assert/strict";
-import * as fs from "node:fs";
-import { join } from "node:path";
 import OpenAI from "openai";
 import { Llm } from "../mod.ts";
 import { EMBEDDING_TEXTS } from "./_embedding_texts.ts";
 import { ensureMiniLmGguf } from "./_minilm.ts";
+import { pythonPackages } from "./_python.ts";
 import { SMOLLM2_Q4_1, startServer } from "./_server.ts";
-import { repoRoot } from "./_testdata.ts";
 
 const minilm = await ensureMiniLmGguf("f32");
 const texts = EMBEDDING_TEXTS.slice(0, 5);
@@ -157,38 +155,12 @@ Deno.test("a decoder serves embeddings with the pooling asked for (serve --pooli
 // ---------------------------------------------------------------------------
 // Python's openai client
 
-const OPENAI_PY_VERSION = "3.63.0";
-const PY_DIR = join(repoRoot, "models", ".py", `openai-${OPENAI_PY_VERSION}`);
-
-async function pythonOpenai(): Promise<string> {
-  if (!fs.existsSync(join(PY_DIR, "openai"))) {
-    const temporary = `${PY_DIR}.tmp-${Deno.pid}`;
-    fs.rmSync(temporary, { recursive: true, force: true });
-    const out = await new Deno.Command("python3", {
-      args: [
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--target",
-        temporary,
-        `openai==${OPENAI_PY_VERSION}`,
-      ],
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    if (!out.success) {
-      throw new Error(`pip install openai failed:\n${new TextDecoder().decode(out.stderr)}`);
-    }
-    fs.rmSync(PY_DIR, { recursive: true, force: true });
-    fs.renameSync(temporary, PY_DIR);
-  }
-  return "python3";
-}
+/** The same pinned client (and folder) as the structured-output test's. */
+const openaiPython = () =>
+  pythonPackages("openai-3.63.0", ["openai==3.63.0", "jsonschema==4.26.0"]);
 
 Deno.test("/v1/embeddings through Python's openai client: float, base64, token ids", async () => {
-  const py = await pythonOpenai();
+  const python = await openaiPython();
   const server = await startServer(minilm, ["-t", "2"]);
   try {
     const code = `
@@ -202,9 +174,9 @@ t = c.embeddings.create(model="m", input=ids, encoding_format="float")
 print(json.dumps({"float": [d.embedding for d in f.data], "base64": b.data[0].embedding,
                   "ids": t.data[0].embedding, "usage": f.usage.prompt_tokens}))
 `;
-    const out = await new Deno.Command(py, {
+    const out = await new Deno.Command(python.py, {
       args: ["-c", code, server.url, JSON.stringify(texts), JSON.stringify(expected.tokens[2])],
-      env: { PYTHONPATH: PY_DIR },
+      env: { PYTHONPATH: python.path },
       stdout: "piped",
       stderr: "piped",
     }).output();
