@@ -144,6 +144,9 @@ export function topIds(logits: Float32Array, k: number): number[] {
   return ids;
 }
 
+/** Best-scored tokens a resample looks through for the allowed ones before masking every token. */
+export const LAZY_SCAN = 64;
+
 /** Most alternatives per token (OpenAI's `top_logprobs` limit). */
 export const TOP_LOGPROBS_MAX = 20;
 
@@ -167,6 +170,8 @@ export class Sequence {
   readonly #checks: number;
   /** The processed copy of a logits row (made on the first step that needs it). */
   #scratch: Float32Array | undefined;
+  /** A row of the few tokens a resample is decided by (see `#resample`). */
+  #only: Float32Array | undefined;
   #released = "";
   #text = "";
   #count = 0;
@@ -255,8 +260,9 @@ export class Sequence {
       this.end("length");
       return -1;
     }
-    let id = this.sampler.sample(this.#process(logits, false));
-    if (this.#checks && !this.#allowed(id)) id = this.sampler.sample(this.#process(logits, true));
+    const row = this.#process(logits, false);
+    let id = this.sampler.sample(row);
+    if (this.#checks && !this.#allowed(id)) id = this.#resample(logits, row);
     for (const p of this.#processors) p.accept?.(id);
     if (!this.#ignoreEos && this.#tokenizer.isEog(id)) {
       this.end("stop");
@@ -299,6 +305,36 @@ export class Sequence {
     row.set(logits);
     for (const p of this.#processors) if (all || p.allows === undefined) p.process(row);
     return row;
+  }
+
+  /**
+   * The sample after the first one was refused by a one-token check, as if
+   * every processor had run on the whole row (llama.cpp's resampling). When
+   * the sampler is decided by its best K tokens (greedy: 1; top-k: K), the K
+   * best allowed ones are looked for among the {@linkcode LAZY_SCAN}
+   * best-scored tokens and the sampler sees a row of those alone: the same
+   * sample, without masking the vocabulary. Else every processor runs.
+   */
+  #resample(logits: Float32Array, row: Float32Array): number {
+    const k = this.sampler.deciding;
+    if (k > 0 && k < LAZY_SCAN) {
+      const best = topIds(row, LAZY_SCAN);
+      const found: number[] = [];
+      for (const t of best) {
+        if (!this.#allowed(t)) continue;
+        found.push(t);
+        if (found.length === k) break;
+      }
+      // Allowed tokens past the best LAZY_SCAN rank below every one of them: k found among
+      // those are the k best allowed (in the sampler's order: score, then id).
+      if (found.length >= k) {
+        const only = this.#only ??= new Float32Array(row.length);
+        only.fill(-Infinity);
+        for (let i = 0; i < k; i++) only[found[i]] = row[found[i]];
+        return this.sampler.sample(only);
+      }
+    }
+    return this.sampler.sample(this.#process(logits, true));
   }
 
   /** True when every processor with a one-token check allows `id`. */

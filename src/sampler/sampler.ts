@@ -403,6 +403,21 @@ export class Sampler {
     return this.params.temperature <= 0;
   }
 
+  /**
+   * How many of the best-scored tokens decide the next sample, when that is
+   * known without looking at the rest: 1 for greedy, `topK` for sampling
+   * with top-k; 0 when every token may matter (top-k off, or penalties that
+   * reorder the scores). A row where only those tokens keep their scores
+   * samples as the whole row does.
+   */
+  get deciding(): number {
+    const p = this.params;
+    const penalties = this.#recentCount > 0 &&
+      (p.repeatPenalty !== 1 || p.frequencyPenalty !== 0 || p.presencePenalty !== 0);
+    if (penalties) return 0;
+    return p.temperature <= 0 ? 1 : p.topK;
+  }
+
   /** Records a token (prompt or generated) for the penalties. */
   accept(id: number): void {
     const n = this.#recent.length;
