@@ -266,23 +266,9 @@ if (values.model !== undefined) {
   const add = (k: string, v: number) => (tps[k] ??= []).push(v);
   for (let r = 0; r < runs; r++) {
     for (const constrained of [false, true]) {
-      const args = [
-        "run",
-        "-A",
-        "cli.ts",
-        "run",
-        model,
-        "-p",
-        prompt,
-        "-n",
-        "128",
-        "--temp",
-        "0",
-        "-t",
-        "2",
-        "--json",
-        "-q",
-      ];
+      // the same request to both: prompt, 128 tokens, greedy, 2 threads
+      const request = ["-p", prompt, "-n", "128", "--temp", "0", "-t", "2"];
+      const args = ["run", "-A", "cli.ts", "run", model, ...request, "--json", "-q"];
       if (constrained) args.push("-j", schema);
       const out = spawnSync(Deno.execPath(), args, {
         encoding: "utf8",
@@ -295,21 +281,7 @@ if (values.model !== undefined) {
       );
       const lc = values["llama-completion"];
       if (lc !== undefined) {
-        const largs = [
-          "-m",
-          model,
-          "-p",
-          prompt,
-          "-n",
-          "128",
-          "--temp",
-          "0",
-          "-t",
-          "2",
-          "-no-cnv",
-          "--no-display-prompt",
-          "--no-warmup",
-        ];
+        const largs = ["-m", model, ...request, "-no-cnv", "--no-display-prompt", "--no-warmup"];
         if (constrained) largs.push("-j", schema);
         const l = spawnSync(lc, largs, { encoding: "utf8" });
         const m = /eval time =\s*[\d.]+ ms \/\s*(\d+) runs.*?([\d.]+) tokens per second/.exec(
