@@ -24,6 +24,12 @@ import type { LogitProcessor } from "../generation/processors.ts";
 import { parseGbnf } from "./gbnf.ts";
 import { GrammarError } from "./gbnf.ts";
 import { jsonObjectGrammar, jsonSchemaToGrammar } from "./json_schema.ts";
+import {
+  type CompiledTriggers,
+  compileTriggers,
+  type GrammarTrigger,
+  LazyGrammarConstraint,
+} from "./lazy.ts";
 import { CompiledGrammar, type GrammarMatcher, MAX_STACK_NODES } from "./matcher.ts";
 import { tokenTrie, type TrieTokenizer } from "./token_trie.ts";
 
@@ -43,6 +49,11 @@ export interface ConstraintSpec {
   jsonSchema?: unknown;
   /** Any JSON object (OpenAI's `response_format: {type: "json_object"}`). */
   jsonObject?: boolean;
+  /**
+   * Makes the grammar lazy: the text is free until one of these triggers
+   * appears, then the grammar constrains it from the trigger on (tool calls).
+   */
+  triggers?: readonly GrammarTrigger[];
 }
 
 /** The GBNF text a spec asks for, or undefined when it asks for nothing. Throws on two at once. */
@@ -108,6 +119,40 @@ export class GrammarConstraint implements LogitProcessor {
 }
 
 /**
+ * `triggers` compiled for `tokenizer` (a `token` trigger must be one token).
+ * A `word` that is one special token (`<tool_call>`, `[TOOL_CALLS]`) becomes
+ * a trigger token, as llama-server makes it: the grammar starts at that
+ * token, not at the same text spelled in pieces. Throws
+ * {@linkcode GrammarError}.
+ */
+export function compileGrammarTriggers(
+  triggers: readonly GrammarTrigger[],
+  tokenizer: ConstraintTokenizer,
+): CompiledTriggers {
+  const special = (text: string) =>
+    tokenizer.encode(text, { addSpecial: false, parseSpecial: true }).length === 1 &&
+    tokenizer.encode(text, { addSpecial: false, parseSpecial: false }).length > 1;
+  const resolved = triggers.map((t): GrammarTrigger =>
+    t.kind === "word" && special(t.value) ? { kind: "token", value: t.value } : t
+  );
+  return compileTriggers(resolved, (text) => {
+    const ids = tokenizer.encode(text, { addSpecial: false, parseSpecial: true });
+    if (ids.length !== 1) throw new Error(`it is ${ids.length} tokens, not one`);
+    return ids[0];
+  });
+}
+
+/** A compiled grammar's processor for one sequence: lazy when `triggers` are given. */
+export function constraintProcessor(
+  grammar: CompiledGrammar,
+  triggers?: CompiledTriggers,
+): GrammarConstraint | LazyGrammarConstraint {
+  return triggers === undefined
+    ? new GrammarConstraint(grammar)
+    : new LazyGrammarConstraint(grammar, triggers);
+}
+
+/**
  * A constraint for `spec` on `tokenizer`, or undefined when the spec asks for
  * none. Throws {@linkcode GrammarError} (or the schema converter's
  * `SchemaError`) for a grammar or schema that cannot be used.
@@ -115,7 +160,14 @@ export class GrammarConstraint implements LogitProcessor {
 export function grammarConstraint(
   tokenizer: ConstraintTokenizer,
   spec: ConstraintSpec,
-): GrammarConstraint | undefined {
+): GrammarConstraint | LazyGrammarConstraint | undefined {
   const text = constraintGrammar(spec);
-  return text === undefined ? undefined : new GrammarConstraint(compileGrammar(text, tokenizer));
+  if (text === undefined) {
+    if (spec.triggers !== undefined) throw new GrammarError("triggers without a grammar");
+    return undefined;
+  }
+  const triggers = spec.triggers === undefined
+    ? undefined
+    : compileGrammarTriggers(spec.triggers, tokenizer);
+  return constraintProcessor(compileGrammar(text, tokenizer), triggers);
 }

@@ -768,8 +768,24 @@ export class GrammarMatcher {
       this.#partial = { value: trie.partialValue[id], remain: trie.partialRemain[id] };
       return;
     }
+    this.#acceptPiece(id, trie.piece(id));
+  }
+
+  /**
+   * Advances over `piece` as the text of token `id`: a lazy grammar replays
+   * the tail of the token its trigger starts in (llama.cpp's
+   * `llama_grammar_accept_token` with a partial piece). Throws
+   * {@linkcode GrammarError} when the piece does not continue the grammar.
+   */
+  acceptPiece(id: number, piece: Uint8Array): void {
+    if (this.grammar.trie.kind[id] === TokenKind.EOG) return this.accept(id);
+    this.#acceptPiece(id, piece);
+  }
+
+  #acceptPiece(id: number, piece: Uint8Array): void {
+    const g = this.grammar, state = this.#state;
     const cps = this.#scratch;
-    const partial = decodeUtf8(trie.piece(id), this.#partial, cps);
+    const partial = decodeUtf8(piece, this.#partial, cps);
     const out = new Set<number>();
     if (this.#partial.remain === 0) g.tokenStep(state, id, out);
     if (partial.remain >= 0) {

@@ -14,7 +14,9 @@
  */
 export {
   compileGrammar,
+  compileGrammarTriggers,
   constraintGrammar,
+  constraintProcessor,
   type ConstraintSpec,
   type ConstraintTokenizer,
   GrammarConstraint,
@@ -22,5 +24,11 @@ export {
 } from "./constraint.ts";
 export { type Grammar, GrammarError, MAX_REPETITION, parseGbnf } from "./gbnf.ts";
 export { jsonObjectGrammar, jsonSchemaToGrammar, SchemaError } from "./json_schema.ts";
+export {
+  type CompiledTriggers,
+  type GrammarTrigger,
+  LazyGrammarConstraint,
+  MAX_TRIGGER_BUFFER,
+} from "./lazy.ts";
 export { CompiledGrammar, GrammarMatcher } from "./matcher.ts";
 export { tokenTrie } from "./token_trie.ts";
