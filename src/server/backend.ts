@@ -8,6 +8,7 @@
  * @module
  */
 import type { SamplerParams } from "../sampler/mod.ts";
+import type { GrammarTrigger } from "../grammar/mod.ts";
 import type { ChatMessage, ChatRenderer } from "./chat_prompt.ts";
 import { Context } from "../model/mod.ts";
 import type { EmbedInput, EmbedOutput } from "./embeddings.ts";
@@ -69,6 +70,8 @@ export interface GenerateInput {
   logitBias: Array<[number, number]>;
   /** GBNF text the output must match (`grammar`, `json_schema` and `response_format` arrive as one). */
   grammar?: string;
+  /** Makes `grammar` lazy: free text until one of these appears (tool calls). */
+  grammarTriggers?: GrammarTrigger[];
 }
 
 /** The tokenizer calls the backend needs beyond the scheduler's. */
@@ -216,6 +219,7 @@ export class LocalBackend implements Backend {
       n: input.n,
       logitBias: input.logitBias,
       grammar: input.grammar,
+      grammarTriggers: input.grammarTriggers,
     }, (event) => {
       if (live) onEvent(event);
     });

@@ -32,9 +32,12 @@ import {
 } from "../generation/mod.ts";
 import {
   type CompiledGrammar,
+  type CompiledTriggers,
   compileGrammar,
+  compileGrammarTriggers,
+  constraintProcessor,
   type ConstraintTokenizer,
-  GrammarConstraint,
+  type GrammarTrigger,
 } from "../grammar/mod.ts";
 import type { Context } from "../model/mod.ts";
 import { Sampler, type SamplerParams, SamplerWorkspace } from "../sampler/mod.ts";
@@ -67,6 +70,8 @@ export interface SequenceParams {
   logitBias?: ReadonlyArray<readonly [number, number]>;
   /** GBNF text every choice's output must match (JSON schemas arrive converted). */
   grammar?: string;
+  /** Makes `grammar` lazy: each choice is free until one of these appears in it (tool calls). */
+  grammarTriggers?: readonly GrammarTrigger[];
 }
 
 /** A token and its log-probability. */
@@ -241,10 +246,14 @@ export class Scheduler {
         shared.push(new LogitBias(params.logitBias, V));
       }
       let grammar: CompiledGrammar | undefined;
+      let triggers: CompiledTriggers | undefined;
       try {
         grammar = params.grammar === undefined
           ? undefined
           : compileGrammar(params.grammar, this.#tokenizer);
+        triggers = params.grammarTriggers === undefined
+          ? undefined
+          : compileGrammarTriggers(params.grammarTriggers, this.#tokenizer);
       } catch (error) {
         return fail((error as Error).message, "grammar");
       }
@@ -252,7 +261,7 @@ export class Scheduler {
         // a grammar's state is per choice
         const processors = grammar === undefined
           ? shared
-          : [...shared, new GrammarConstraint(grammar)];
+          : [...shared, constraintProcessor(grammar, triggers)];
         request.sequences.push(this.#sequence(request, i, processors));
       }
     } catch (error) {
