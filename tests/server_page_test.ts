@@ -10,31 +10,13 @@
  * git; `DOTLLM_SCREENSHOT_DIR` overrides) and their paths are printed.
  */
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { ensureDebianTool } from "./_apt.ts";
 import { type ServerProcess, SMOLLM2_Q4_1, smollmQ8, startServer } from "./_server.ts";
 import { repoRoot } from "./_testdata.ts";
 
-function findChromium(): string | undefined {
-  return ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => existsSync(p));
-}
-
-async function ensureChromium(): Promise<string> {
-  let path = findChromium();
-  if (path !== undefined) return path;
-  const env = { DEBIAN_FRONTEND: "noninteractive" };
-  for (const args of [["update"], ["install", "-y", "--no-install-recommends", "chromium"]]) {
-    const out = await new Deno.Command("apt-get", { args, env, stdout: "null", stderr: "piped" })
-      .output();
-    if (!out.success) {
-      throw new Error(`apt-get ${args[0]} failed: ${new TextDecoder().decode(out.stderr)}`);
-    }
-  }
-  path = findChromium();
-  if (path === undefined) {
-    throw new Error("chromium is not installed after apt-get install chromium");
-  }
-  return path;
+function ensureChromium(): Promise<string> {
+  return ensureDebianTool(["/usr/bin/chromium", "/usr/bin/chromium-browser"], "chromium");
 }
 
 /** A minimal DevTools protocol session over the page's WebSocket. */
