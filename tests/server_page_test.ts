@@ -236,6 +236,10 @@ Deno.test({
     const server = await startServer(SMOLLM2_Q4_1, ["--parallel", "1", "-c", "512", "-t", "2"]);
     try {
       await withPage(server, async (cdp) => {
+        // The page runs under a CSP that allows its own inline script and style only.
+        const csp = (await fetch(server.url + "/")).headers.get("content-security-policy") ?? "";
+        assert.match(csp, /script-src 'sha256-[\w+/]+=*';/);
+        assert.match(csp, /default-src 'none'/);
         await cdp.until(
           "document.getElementById('model')?.textContent?.includes('SmolLM2') ?? false",
           "the page to load its model name",

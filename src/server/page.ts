@@ -9,10 +9,13 @@
  * prompt, temperature, max tokens) is kept in `localStorage` and sent with
  * each request. Reasoning — `reasoning_content` deltas, or a reply that opens
  * with `<think>` — is shown apart from the answer in a collapsible block and
- * is not sent back with the conversation.
+ * is not sent back with the conversation. The page is served with a
+ * Content-Security-Policy that runs its own inline script and style (by hash)
+ * and nothing else, and connects only to its own origin.
  *
  * @module
  */
+import { createHash } from "node:crypto";
 import { MARKDOWN_SOURCE } from "./markdown.ts";
 
 /** The page's HTML. */
@@ -361,3 +364,19 @@ document.getElementById("form").onsubmit = async (e) => {
 </body>
 </html>
 `;
+
+/** The CSP source of the page's one inline `<tag>` element: its text's sha256. */
+function inlineHash(tag: "script" | "style"): string {
+  const text = new RegExp(`<${tag}[^>]*>([\\s\\S]*?)</${tag}>`).exec(CHAT_PAGE)![1];
+  return `'sha256-${createHash("sha256").update(text).digest("base64")}'`;
+}
+
+/** The page's response headers. */
+export const CHAT_PAGE_HEADERS: Readonly<Record<string, string>> = {
+  "content-type": "text/html; charset=utf-8",
+  "content-security-policy": `default-src 'none'; script-src ${inlineHash("script")}; ` +
+    `style-src ${inlineHash("style")}; connect-src 'self'; img-src 'self'; base-uri 'none'; ` +
+    "form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+};
