@@ -9,8 +9,9 @@
  * as its text.
  *
  * {@linkcode parseMarkdown} is self-contained (no imports, no outer names), so
- * the page embeds its source text ({@linkcode MARKDOWN_SOURCE}) as it is and
- * the browser runs the same code the tests run here.
+ * the page embeds its source text ({@linkcode MARKDOWN_SOURCE}) as an
+ * expression (a minifier may rename the function) and the browser runs the
+ * same code the tests run here.
  *
  * @example
  * ```ts

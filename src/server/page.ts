@@ -94,7 +94,7 @@ export const CHAT_PAGE: string = `<!doctype html>
   <button id="stop" type="button" disabled>Stop</button>
 </form>
 <script type="module">
-${MARKDOWN_SOURCE}
+const parseMarkdown = ${MARKDOWN_SOURCE};
 
 const log = document.getElementById("log"), input = document.getElementById("input");
 const sendButton = document.getElementById("send"), stopButton = document.getElementById("stop");
