@@ -370,6 +370,11 @@ Deno.test({
           hacked: null,
         });
         assert.match(view.summary as string, /^Reasoning · [\d.]+ s$/);
+        // No usage in that stream: the time only, no made-up token count.
+        assert.match(
+          await cdp.eval<string>("document.querySelector('.assistant .stats').textContent"),
+          /^[\d.]+ s$/,
+        );
         // The next request sends the answer back, not the reasoning.
         await send(cdp, "Thanks.");
         await cdp.until(`${state(1)} === 'done' || ${state(1)} === 'error'`, "the next reply");

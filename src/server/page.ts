@@ -352,9 +352,10 @@ document.getElementById("form").onsubmit = async (e) => {
     stats.className = "stats";
     const rate = timings?.predicted_per_second ??
       (first && tokens ? tokens / ((performance.now() - first) / 1000) : 0);
+    const count = tokens || timings?.predicted_n || 0;
+    const seconds = ((performance.now() - started) / 1000).toFixed(1) + " s";
     stats.textContent = div.getAttribute("data-state") === "stopped" ? "stopped" :
-      (tokens || timings?.predicted_n || 0) + " tokens · " + rate.toFixed(1) + " tok/s · " +
-      ((performance.now() - started) / 1000).toFixed(1) + " s";
+      count ? count + " tokens · " + rate.toFixed(1) + " tok/s · " + seconds : seconds;
     if (rate) speed.textContent = rate.toFixed(1) + " tok/s";
     div.appendChild(stats);
     input.focus();
