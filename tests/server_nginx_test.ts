@@ -7,7 +7,9 @@
  * then, in a stream of concurrent requests (streamed and not, with and
  * without a session), one replica is stopped (SIGTERM) midway, and every
  * request still ends 200 with the same greedy completion, some of them
- * retried on the other replica (nginx's access log shows which).
+ * retried on the other replica (nginx's access log shows which). Then the
+ * stopped replica comes back and the other one is killed (SIGKILL) among
+ * non-streamed requests: those are passed on too.
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -263,6 +265,40 @@ Deno.test({
       assert.ok(served(a) > 0 && served(b) > 0, "both replicas served requests");
       assert.ok(retried.length > 0, "requests reaching the stopped replica were passed on");
       assert.ok(retried.every((l) => l.upstreams.at(-1)!.endsWith(":" + portOf(b))));
+
+      // 3. Replica a comes back on its port; once nginx sends to it again (after fail_timeout),
+      // b is killed (SIGKILL, a crash) among non-streamed requests: those it held are passed to
+      // a, since nothing of their response had reached the client.
+      const back = await startServer(STORIES, [...REPLICA_ARGS, "--port", String(portOf(a))]);
+      replicas.push(back);
+      const backAt = accessLog(prefix).length;
+      for (let i = 0;; i++) {
+        assert.equal((await complete(base, prompt)).status, 200);
+        const tried = accessLog(prefix).slice(backAt).map((l) => l.upstreams.at(-1)!);
+        if (tried.some((u) => u.endsWith(":" + portOf(a)))) break;
+        assert.ok(i < 100, "nginx sends to the restarted replica again");
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const crashAt = accessLog(prefix).length;
+      const crash: Completion[] = [];
+      next = 0, completed = 0;
+      const plain = async () => {
+        while (next < 16) {
+          const i = next++;
+          crash[i] = await complete(base, prompt);
+          if (++completed === 4) await b.stop("SIGKILL");
+        }
+      };
+      await Promise.all(Array.from({ length: 4 }, plain));
+      for (const [i, r] of crash.entries()) {
+        assert.equal(r.status, 200, `request ${i} after the crash: ${r.text}`);
+        assert.equal(r.text, expected.text, `request ${i} after the crash`);
+      }
+      const afterCrash = accessLog(prefix).slice(crashAt);
+      assert.deepEqual(afterCrash.filter((l) => l.status !== 200), []);
+      const passedOn = afterCrash.filter((l) => l.upstreams.length > 1);
+      console.log(`b killed: ${passedOn.length} of 16 requests passed on to the restarted a`);
+      assert.ok(passedOn.length > 0, "requests reaching the killed replica were passed on");
     } finally {
       if (nginx !== undefined) {
         try {
