@@ -112,6 +112,11 @@ Deno.test("markdown: headings, lists (nested, ordered with a start), quotes, rul
   // A list right after a paragraph line, and blank lines between items, keep one list.
   assert.deepEqual(parseMarkdown("Items:\n- a\n\n- b").map((b) => b.type), ["paragraph", "list"]);
   assert.equal((parseMarkdown("- a\n\n- b")[0] as { items: unknown[] }).items.length, 2);
+  // Inside a paragraph, a line opening with a number is text unless the number is 1.
+  assert.deepEqual(parseMarkdown("It ended in\n1999. Then\n1. one").map((b) => b.type), [
+    "paragraph",
+    "list",
+  ]);
 });
 
 Deno.test("markdown: links keep http(s) and mailto targets only; markup is text", () => {

@@ -82,9 +82,11 @@ export function parseMarkdown(source: string): MdBlock[] {
     return { indent: m[1].length, marker: m[2], info: m[3].trim() };
   }
 
+  /** Whether `line` ends a paragraph: an ordered item only when it is numbered 1 ("1999. x" is text). */
   function startsBlock(line: string, next: string | undefined): boolean {
+    const item = ITEM.exec(line);
     return fenceOf(line) !== null || HEADING.test(line) || RULE.test(line) || QUOTE.test(line) ||
-      ITEM.test(line) && !isBlank(ITEM.exec(line)![4] ?? "") ||
+      item !== null && !isBlank(item[4] ?? "") && (!/\d/.test(item[2]) || /^1\D/.test(item[2])) ||
       line.includes("|") && next !== undefined && next.includes("-") && TABLE_DELIMITER.test(next);
   }
 
