@@ -16,7 +16,7 @@
  * @example
  * ```ts
  * import { parseMarkdown } from "./markdown.ts";
- * const [code] = parseMarkdown("```py\nprint(1)\n```");
+ * const [code] = parseMarkdown("~~~py\nprint(1)\n~~~");
  * if (code.type !== "code" || code.lang !== "py" || code.text !== "print(1)") throw new Error();
  * ```
  *
