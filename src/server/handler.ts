@@ -17,7 +17,7 @@
 import type { Backend, GenerateInput } from "./backend.ts";
 import { Metrics } from "./metrics.ts";
 import { embeddingResponse, parseEmbeddingRequest } from "./embeddings.ts";
-import { CHAT_PAGE } from "./page.ts";
+import { CHAT_PAGE, CHAT_PAGE_HEADERS } from "./page.ts";
 import {
   ApiError,
   parseChatRequest,
@@ -201,7 +201,7 @@ export class ApiHandler {
     }
     switch (path) {
       case "/":
-        return new Response(CHAT_PAGE, { headers: { "content-type": "text/html; charset=utf-8" } });
+        return new Response(CHAT_PAGE, { headers: CHAT_PAGE_HEADERS });
       case "/health":
       case "/v1/health":
         return Response.json({ status: "ok" });
