@@ -67,6 +67,25 @@ export function handlerOf(src: string): HandlerName {
   return "";
 }
 
+/**
+ * Whether `name`'s handler reports thinking support (llama-server's default
+ * `enable_thinking`); undefined for the autoparser, which reads it from the
+ * reasoning markers it finds.
+ */
+export function handlerSupportsThinking(name: HandlerName, src: string): boolean | undefined {
+  switch (name) {
+    case "":
+      return undefined;
+    case "functionary-v3.2":
+    case "gigachat-v3":
+      return false;
+    case "qwen3-coder":
+      return src.includes("<think>");
+    default:
+      return true;
+  }
+}
+
 /** DeepSeek V4: each run of tool results ordered as the calls before it were. */
 function sortToolResults(messages: Message[]): Message[] {
   const out = [...messages];

@@ -52,7 +52,12 @@ import {
   renderContent,
   toolsToJson,
 } from "./messages.ts";
-import { continuationOf, prepareForHandler } from "./specialized.ts";
+import {
+  continuationOf,
+  handlerOf,
+  handlerSupportsThinking,
+  prepareForHandler,
+} from "./specialized.ts";
 import { strftime } from "./strftime.ts";
 
 export {
@@ -204,6 +209,15 @@ export class ChatTemplate {
     return this.#caps ??= capsOf(this.#program);
   }
 
+  /**
+   * Whether the template thinks (llama-server's default `enable_thinking`):
+   * its family's handler says so, or the autoparser finds reasoning markers.
+   */
+  get supportsThinking(): boolean {
+    return handlerSupportsThinking(handlerOf(this.#program.source), this.#program.source) ??
+      this.#reasoningMarkers() !== null;
+  }
+
   /** Whether the template uses a system message's content (llama.cpp's `supports_system_role` cap). */
   get supportsSystemRole(): boolean {
     return this.caps.supportsSystemRole;
@@ -256,15 +270,17 @@ export class ChatTemplate {
     }
     if (caps.supportsObjectArguments) parseToolArguments(msgs);
     const kwargs = options.chatTemplateKwargs ?? {};
-    let enableThinking = options.enableThinking ?? true;
+    let enableThinking = options.enableThinking ?? this.supportsThinking;
     if (kwargs.enable_thinking === true || kwargs.enable_thinking === false) {
       enableThinking = kwargs.enable_thinking;
     } else if (typeof kwargs.enable_thinking === "string") {
       throw new ChatInputError('invalid type for "enable_thinking" (expected boolean, got string)');
     }
+    // llama-server's default kwargs carry preserve_reasoning: true.
     const extra: Record<string, unknown> = {
       datetime: strftime(now, "%b %d %Y"),
       date_string: strftime(now, "%d %b %Y"),
+      preserve_reasoning: true,
       ...kwargs,
     };
     const inputs: ApplyInputs = { tools, enableThinking, extra, now };
