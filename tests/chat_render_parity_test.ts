@@ -101,33 +101,13 @@ function compareAll(): { same: number; total: number; differences: string[] } {
   return { same, total, differences };
 }
 
-/**
- * The renders that still differ, each with its cause. The test fails when
- * this list changes either way, so a fix removes its line.
- */
-const KNOWN_DIFFERENCES = [
-  // llama.cpp's autoparser finds the reasoning markers of these templates by a differential
-  // analysis of its own (chat-diff-analyzer.cpp) that template.ts approximates: the continued
-  // message's empty reasoning block differs (missing, or doubled).
-  "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja continue_assistant: rendered",
-  "NVIDIA-Nemotron-Nano-v2.jinja continue_assistant: rendered",
-  // Old Gemma 4 templates: llama.cpp moves tool results into the model turn
-  // (convert_tool_responses_gemma4, gemma4_model_turn_builder); not ported.
-  "google-gemma-4-31B-it-interleaved.jinja tool_call_and_result: rendered",
-  "google-gemma-4-31B-it-interleaved.jinja parallel_calls_answered: rendered",
-  "google-gemma-4-31B-it-interleaved.jinja tools_thinking_off: rendered",
-  // (reasoning markers, as the first group)
-  "poolside-Laguna-XS-2.1.jinja continue_assistant: rendered",
-  "poolside-Laguna-XS.2.jinja continue_assistant: rendered",
-];
-
 Deno.test("chat render parity: every template × request renders as llama-server's /apply-template", () => {
   assert.equal(goldens.length, 70);
   const { same, total, differences } = compareAll();
   console.log(`chat render parity: ${same} of ${total} identical`);
   for (const d of differences) console.log("  " + d);
   assert.equal(total, 70 * spec.requests.length);
-  assert.deepEqual(differences, KNOWN_DIFFERENCES);
+  assert.deepEqual(differences, []);
 });
 
 Deno.test("chat render parity: a template's raise_exception is a ChatTemplateError carrying its message", () => {

@@ -86,29 +86,104 @@ export function handlerSupportsThinking(name: HandlerName, src: string): boolean
   }
 }
 
-/** DeepSeek V4: each run of tool results ordered as the calls before it were. */
+/**
+ * DeepSeek V4: in each run of user and tool messages (one user block), the
+ * tool results take the order of the calls of the assistant message before
+ * (by call id; an unknown id ranks first), in the slots tool results had
+ * (llama.cpp's `deepseek_v4_sort_tool_results`).
+ */
 function sortToolResults(messages: Message[]): Message[] {
   const out = [...messages];
-  let order: string[] = [];
-  for (let i = 0; i < out.length; i++) {
-    const m = out[i];
-    if (m.role === "assistant" && Array.isArray(m.tool_calls)) {
-      order = (m.tool_calls as Message[]).map((c) => String(c.id ?? ""));
+  let callOrder = new Map<string, number>();
+  for (let i = 0; i < out.length;) {
+    const msg = out[i];
+    if (msg.role === "assistant" && hasToolCalls(msg)) {
+      callOrder = new Map();
+      (msg.tool_calls as Message[]).forEach((call, idx) => {
+        if (typeof call.id === "string" && call.id !== "") callOrder.set(call.id, idx);
+      });
+      i++;
       continue;
     }
-    if (m.role !== "tool") continue;
+    if (msg.role !== "user" && msg.role !== "tool") {
+      i++;
+      continue;
+    }
+    const slots: number[] = [];
     let end = i;
-    while (end < out.length && out[end].role === "tool") end++;
-    const run = out.slice(i, end);
-    const rank = (t: Message) => {
-      const at = order.indexOf(String(t.tool_call_id ?? ""));
-      return at < 0 ? order.length : at;
-    };
-    const sorted = run.map((t, k) => [t, k] as const).sort((a, b) =>
-      rank(a[0]) - rank(b[0]) || a[1] - b[1]
-    ).map(([t]) => t);
-    out.splice(i, run.length, ...sorted);
-    i = end - 1;
+    for (; end < out.length; end++) {
+      if (out[end].role === "tool") slots.push(end);
+      else if (out[end].role !== "user") break;
+    }
+    if (slots.length > 1 && callOrder.size > 0) {
+      const rank = (m: Message) => callOrder.get(String(m.tool_call_id ?? "")) ?? 0;
+      const results = slots.map((at) => out[at]).map((m, k) => [m, k] as const)
+        .sort((x, y) => rank(x[0]) - rank(y[0]) || x[1] - y[1]).map(([m]) => m);
+      slots.forEach((at, k) => out[at] = results[k]);
+    }
+    i = end;
+  }
+  return out;
+}
+
+const hasToolCalls = (m: Message) => Array.isArray(m.tool_calls) && m.tool_calls.length > 0;
+
+function hasContent(m: Message): boolean {
+  const c = m.content;
+  return (typeof c === "string" && c !== "") || (Array.isArray(c) && c.length > 0);
+}
+
+/**
+ * Old Gemma 4 templates: an assistant's tool calls, the tool results after
+ * them and a final plain answer become one assistant message with
+ * `tool_responses` (llama.cpp's `convert_tool_responses_gemma4`).
+ */
+function gemma4ToolResponses(messages: Message[]): Message[] {
+  const out: Message[] = [];
+  let i = 0;
+  while (i < messages.length) {
+    const msg = messages[i];
+    if (msg.role !== "assistant" || !hasToolCalls(msg)) {
+      out.push(msg);
+      i++;
+      continue;
+    }
+    const toolCalls = [...(msg.tool_calls as Message[])];
+    const responses: Message[] = [];
+    const reasoning = typeof msg.reasoning_content === "string" ? msg.reasoning_content : undefined;
+    let content: unknown;
+    i++;
+    while (i < messages.length && messages[i].role === "tool") {
+      const tool = messages[i];
+      let response: unknown = null;
+      if ("content" in tool) {
+        response = tool.content;
+        if (typeof tool.content === "string") {
+          try {
+            response = JSON.parse(tool.content);
+          } catch {
+            response = tool.content;
+          }
+        }
+      }
+      const call = toolCalls[responses.length] as { function?: { name?: unknown } } | undefined;
+      let name = typeof call?.function?.name === "string" ? call.function.name : "";
+      if (name === "") name = typeof tool.tool_call_id === "string" ? tool.tool_call_id : "";
+      responses.push({ name, response });
+      i++;
+    }
+    if (i < messages.length && messages[i].role === "assistant") {
+      const next = messages[i];
+      if (!hasToolCalls(next) && hasContent(next)) {
+        content = next.content;
+        i++;
+      }
+    }
+    const built: Message = { role: "assistant", tool_calls: toolCalls };
+    if (responses.length > 0) built.tool_responses = responses;
+    if (content !== undefined && content !== null) built.content = content;
+    if (reasoning !== undefined) built.reasoning_content = reasoning;
+    out.push(built);
   }
   return out;
 }
@@ -159,6 +234,13 @@ export function prepareForHandler(
       return {
         name,
         messages: src.includes("function_calls") ? messages : sortToolResults(messages),
+      };
+    case "gemma4":
+      return {
+        name,
+        messages: src.includes("{#- OpenAI Chat Completions:")
+          ? messages
+          : gemma4ToolResponses(messages),
       };
     default:
       return { name, messages };

@@ -141,6 +141,27 @@ interface ReasoningMarkers {
 const USER_PROBE = "U_USER_MSG Hello END_U";
 const ASSISTANT_PROBE = "A_ASST_MSG I can help END_A";
 const THINKING_PROBE = "REASON_PART I am thinking END_R";
+/** The two tools of llama.cpp's analysis probes. */
+const ANALYSIS_TOOLS = ["FFF_FIRST_FUN_F", "SSS_SECOND_FUN_S"].map((name, i) => ({
+  type: "function",
+  function: {
+    name,
+    description: i === 0 ? "Test function foo" : "Test function bar",
+    parameters: {
+      type: "object",
+      properties: {
+        AA_ARG_FST_AA: { type: "string", description: "First argument" },
+        BB_ARG_SND_BB: { type: "string", description: "Second argument" },
+      },
+      required: [],
+    },
+  },
+}));
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
 /** How many characters of one output's tail llama.cpp looks for in the other. */
 const ANCHOR_LENGTH = 64;
 /** A `<...>` or `[...]` marker, as llama.cpp's PEG `marker()`. */
@@ -342,9 +363,14 @@ export class ChatTemplate {
     let end = "";
     const now = new Date();
     const user = { role: "user", content: USER_PROBE };
-    const tryApply = (msgs: TemplateMessage[], agp: boolean, thinking = true) => {
+    const tryApply = (
+      msgs: TemplateMessage[],
+      agp: boolean,
+      thinking = true,
+      tools: Record<string, unknown>[] = [],
+    ) => {
       try {
-        return this.#probe(msgs, agp, now, thinking);
+        return this.#probe(msgs, agp, now, thinking, tools);
       } catch {
         return undefined;
       }
@@ -406,7 +432,50 @@ export class ChatTemplate {
         }
       }
     }
-    // 3. llama.cpp's patches for templates the analysis misreads.
+    // 3. Reasoning shown only beside tool calls (llama.cpp's TOOLS_ONLY mode).
+    if (this.caps.supportsToolCalls) {
+      const withoutCall = tryApply(
+        [user, {
+          role: "assistant",
+          content: ASSISTANT_PROBE,
+          reasoning_content: THINKING_PROBE,
+        }],
+        false,
+        true,
+        ANALYSIS_TOOLS,
+      );
+      const withCall = tryApply(
+        [user, {
+          role: "assistant",
+          content: null,
+          reasoning_content: THINKING_PROBE,
+          tool_calls: [{
+            id: "call00001",
+            type: "function",
+            function: {
+              name: "FFF_FIRST_FUN_F",
+              arguments: { AA_ARG_FST_AA: "VVVV", BB_ARG_SND_BB: "XXXX" },
+            },
+          }],
+        }],
+        false,
+        true,
+        ANALYSIS_TOOLS,
+      );
+      if (
+        withoutCall !== undefined && withCall !== undefined &&
+        !withoutCall.includes(THINKING_PROBE) && withCall.includes(THINKING_PROBE)
+      ) {
+        const probe = escapeRegExp(THINKING_PROBE);
+        const wrapped = new RegExp(`(${MARKER}\\s*)${probe}\\s*(${MARKER}\\s*)`).exec(withCall);
+        if (wrapped !== null) [start, end] = [wrapped[1], wrapped[2]];
+        else {
+          const delimiter = new RegExp(`${probe}\\s*(${MARKER}\\s*)?`).exec(withCall);
+          end = delimiter?.[1] ?? end;
+        }
+      }
+    }
+    // 4. llama.cpp's patches for templates the analysis misreads.
     const src = this.source;
     if (
       start === "" && end === "" && src.includes("content.split('</think>')") &&
@@ -421,19 +490,28 @@ export class ChatTemplate {
     ) {
       [start, end] = ["<think>", "</think>"];
     }
+    if (
+      src.includes("<SPECIAL_10>") && src.includes("<SPECIAL_11>") &&
+      src.includes("<SPECIAL_12>") &&
+      src.includes("<TOOL_RESPONSE>")
+    ) {
+      [start, end] = ["<think>\n", "</think>"];
+    }
+    if (src.includes("laguna_glm_thinking")) [start, end] = [start.trim(), end.trim()];
     this.#reasoning = start === "" && end === "" ? null : { start, end };
     return this.#reasoning;
   }
 
-  /** The probe runs of the reasoning analysis: plain messages, no tools. */
+  /** The probe runs of the reasoning analysis (llama.cpp's `apply_template`: content normalized, no date). */
   #probe(
     msgs: TemplateMessage[],
     addGenerationPrompt: boolean,
     now: Date,
     thinking = true,
+    tools: Record<string, unknown>[] = [],
   ): string {
-    return this.#apply(msgs, addGenerationPrompt, {
-      tools: [],
+    return this.#apply(normalizeContent(msgs, this.caps), addGenerationPrompt, {
+      tools,
       enableThinking: thinking,
       extra: {},
       now,
