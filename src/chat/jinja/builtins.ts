@@ -192,7 +192,7 @@ function tojson(args: FuncArgs): Value {
   if (ctxOf(args).stats) markUsed(pos(args, 0), true);
   const indent = indentV.kind === "int" ? indentV.num : -1;
   if (sort.asBool()) throw notImplemented("tojson sort_keys=true not implemented");
-  const sepList = seps.kind === "array" ? seps.arr : [];
+  const sepList = seps.isArray() ? seps.arr : [];
   const itemSep = sepList.length > 0 ? sepList[0].asString() : indent < 0 ? ", " : ",";
   const keySep = sepList.length > 1 ? sepList[1].asString() : ": ";
   let json = toJson(pos(args, 0), indent, itemSep, keySep);
