@@ -164,7 +164,7 @@ export function compare(a: Value, b: Value, op: "eq" | "ge" | "gt" | "lt" | "ne"
   if (
     (isStr(b) && num(a)) || (isStr(a) && num(b)) || (isStr(a) && isStr(b))
   ) {
-    return cmp(utf8Key(a.asString()), utf8Key(b.asString()));
+    return cmp(compareStrings(a.asString(), b.asString()), 0);
   }
   if (isBool(a) && isBool(b)) {
     if (op === "eq") return a.asBool() === b.asBool();
@@ -174,13 +174,16 @@ export function compare(a: Value, b: Value, op: "eq" | "ge" | "gt" | "lt" | "ne"
   return false;
 }
 
-/** A string whose JS order is the byte order of its UTF-8 (C++ `std::string` comparison). */
-function utf8Key(s: string): string {
-  // Code-point order equals UTF-8 byte order; JS compares UTF-16 units, which differs only
-  // for astral characters against U+E000..U+FFFF: rare enough in templates to map simply.
-  return /[\uD800-\uDFFF]/.test(s)
-    ? [...s].map((c) => String.fromCodePoint(c.codePointAt(0)!)).join("")
-    : s;
+/** C++ `std::string` order (UTF-8 bytes, which is code-point order): -1, 0 or 1. */
+function compareStrings(a: string, b: string): number {
+  if (a === b) return 0;
+  const x = [...a];
+  const y = [...b];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const d = x[i].codePointAt(0)! - y[i].codePointAt(0)!;
+    if (d !== 0) return d < 0 ? -1 : 1;
+  }
+  return x.length < y.length ? -1 : x.length > y.length ? 1 : 0;
 }
 
 function tojson(args: FuncArgs): Value {

@@ -195,6 +195,7 @@ export class Value {
   /** The object lookup `at(key, default)`. */
   get(key: Value): Value | undefined {
     if (this.kind !== "object") throw new JinjaError(`${this.typeName()} is not an object value`);
+    if (!this.hasKey(key)) return undefined;
     return this.obj.get(keyHash(key))?.[1];
   }
 
@@ -372,7 +373,6 @@ export function fromJson(json: unknown): Value {
   if (json === null || json === undefined) return mkNone();
   if (typeof json === "boolean") return mkBool(json);
   if (typeof json === "number") return Number.isInteger(json) ? mkInt(json) : mkFloat(json);
-  if (json instanceof FloatNumber) return mkFloat(json.value);
   if (typeof json === "string") return mkString(json);
   if (Array.isArray(json)) return mkArray(json.map(fromJson));
   if (typeof json === "object") {
@@ -381,11 +381,6 @@ export function fromJson(json: unknown): Value {
     );
   }
   throw new JinjaError("Unsupported JSON value type");
-}
-
-/** A float that JSON spelled with a point or exponent (so `1.0` stays a float). */
-export class FloatNumber {
-  constructor(readonly value: number) {}
 }
 
 function jsonString(s: string): string {
