@@ -190,10 +190,10 @@ function gemma4ToolResponses(messages: Message[]): Message[] {
 
 /** The messages `name`'s handler renders. */
 export function prepareForHandler(
+  name: HandlerName,
   src: string,
   messages: Message[],
 ): { name: HandlerName; messages: Message[] } {
-  const name = handlerOf(src);
   switch (name) {
     case "ministral3":
       return {

@@ -54,6 +54,7 @@ import {
 } from "./messages.ts";
 import {
   continuationOf,
+  type HandlerName,
   handlerOf,
   handlerSupportsThinking,
   prepareForHandler,
@@ -195,6 +196,7 @@ export class ChatTemplate {
   readonly #tokens: Required<ChatTemplateTokens>;
   readonly #program: ReturnType<typeof parse>;
   #caps?: Caps;
+  #handler?: HandlerName;
   #reasoning?: ReasoningMarkers | null;
 
   /** Compiles `source`; throws {@linkcode ChatTemplateError} when it is not valid Jinja. */
@@ -225,6 +227,11 @@ export class ChatTemplate {
       : new ChatTemplate(spec, tokens);
   }
 
+  /** The family whose dedicated llama.cpp handler renders this template ("" for the autoparser). */
+  get #handlerName(): HandlerName {
+    return this.#handler ??= handlerOf(this.#program.source);
+  }
+
   /** What the template supports, probed as llama.cpp probes it. */
   get caps(): Caps {
     return this.#caps ??= capsOf(this.#program);
@@ -235,7 +242,7 @@ export class ChatTemplate {
    * its family's handler says so, or the autoparser finds reasoning markers.
    */
   get supportsThinking(): boolean {
-    return handlerSupportsThinking(handlerOf(this.#program.source), this.#program.source) ??
+    return handlerSupportsThinking(this.#handlerName, this.#program.source) ??
       this.#reasoningMarkers() !== null;
   }
 
@@ -305,7 +312,7 @@ export class ChatTemplate {
       ...kwargs,
     };
     const inputs: ApplyInputs = { tools, enableThinking, extra, now };
-    const handler = prepareForHandler(src, msgs);
+    const handler = prepareForHandler(this.#handlerName, src, msgs);
     msgs = handler.messages;
     let prompt = this.#apply(msgs, addGenerationPrompt, inputs);
     if (handler.name === "gpt-oss" && !addGenerationPrompt) {

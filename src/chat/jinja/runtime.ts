@@ -42,22 +42,26 @@ import {
   type Value,
 } from "./value.ts";
 
-/** The variables of one scope, the clock, and whether usage is recorded. */
+/**
+ * The variables of one scope, the clock, and whether usage is recorded. A
+ * scope sees its parent's variables and keeps its own assignments (llama.cpp
+ * copies the parent's variables into a new scope; scopes nest strictly and a
+ * parent does not change while a child runs, so reading through is the same).
+ */
 export class Context {
-  readonly env: Value;
+  readonly #vars = new Map<string, Value>();
+  readonly #parent?: Context;
   now: Date = new Date();
   stats = false;
 
-  /** A root context over `source` (for error excerpts), or a scope copying `parent`'s variables. */
+  /** A root context over `source` (for error excerpts), or a scope inside `parent`. */
   constructor(readonly source: string, parent?: Context) {
-    this.env = mkObject();
-    this.env.hasBuiltins = false;
+    this.#parent = parent;
     if (parent === undefined) {
-      for (const name of ["true", "True"]) this.env.set(name, mkBool(true));
-      for (const name of ["false", "False"]) this.env.set(name, mkBool(false));
-      for (const name of ["none", "None"]) this.env.set(name, mkNone());
+      for (const name of ["true", "True"]) this.#vars.set(name, mkBool(true));
+      for (const name of ["false", "False"]) this.#vars.set(name, mkBool(false));
+      for (const name of ["none", "None"]) this.#vars.set(name, mkNone());
     } else {
-      for (const [k, v] of parent.env.entries()) this.env.set(k, v);
       this.now = parent.now;
       this.stats = parent.stats;
     }
@@ -65,11 +69,15 @@ export class Context {
 
   /** A variable, or undefined (hinted with its name). */
   get(name: string): Value {
-    return this.env.getKey(name) ?? mkUndefined(name);
+    for (let c: Context | undefined = this; c !== undefined; c = c.#parent) {
+      const v = c.#vars.get(name);
+      if (v !== undefined) return v;
+    }
+    return mkUndefined(name);
   }
 
-  set(name: string | Value, value: Value): void {
-    this.env.set(name, value);
+  set(name: string, value: Value): void {
+    this.#vars.set(name, value);
   }
 }
 
@@ -399,7 +407,6 @@ function forLoop(node: NodeOf<"For">, ctx: Context): Value {
   const updates: ((c: Context) => void)[] = [];
   const filtered: Value[] = [];
   items.forEach((item, i) => {
-    const loopScope = new Context(ctx.source, scope);
     let current = item;
     let update: (c: Context) => void;
     if (loopvar.type === "Identifier") {
@@ -426,6 +433,7 @@ function forLoop(node: NodeOf<"For">, ctx: Context): Value {
       };
     } else throw new JinjaError(`Invalid loop variable(s): ${loopvar.type}`);
     if (select) {
+      const loopScope = new Context(ctx.source, scope);
       update(loopScope);
       if (!exec(select.test, loopScope).asBool()) return;
     }

@@ -48,15 +48,19 @@ export interface Stats {
   ops: Set<string>;
 }
 
+const NO_ITEMS: Value[] = Object.freeze([]) as unknown as Value[];
+const NO_ENTRIES: Map<string, [Value, Value]> = new Map();
+
 /** One Jinja value. */
 export class Value {
   readonly kind: Kind;
   /** int, float and bool payload. */
   num = 0;
   str = "";
-  arr: Value[] = [];
-  /** Object entries in insertion order, by key hash. */
-  obj: Map<string, [Value, Value]> = new Map();
+  /** Array and tuple items (a frozen empty array for other kinds). */
+  arr: Value[] = NO_ITEMS;
+  /** Object entries in insertion order, by key hash (a frozen empty map for other kinds). */
+  obj: Map<string, [Value, Value]> = NO_ENTRIES;
   func?: Func;
   /** A function's name, a kwarg's key, or an undefined value's hint. */
   name = "";
@@ -70,6 +74,8 @@ export class Value {
 
   constructor(kind: Kind) {
     this.kind = kind;
+    if (kind === "array" || kind === "tuple") this.arr = [];
+    else if (kind === "object") this.obj = new Map();
   }
 
   get stats(): Stats {
@@ -213,13 +219,16 @@ export class Value {
 
   /** Inserts or replaces (keeping the first insertion's position). */
   set(key: Value | string, value: Value): void {
-    const k = typeof key === "string" ? mkString(key) : key;
     if (this.kind !== "object") throw new JinjaError(`${this.typeName()} is not an object value`);
-    this.hasKey(k);
-    const hash = keyHash(k);
+    let hash: string;
+    if (typeof key === "string") hash = "s:" + key;
+    else {
+      this.hasKey(key);
+      hash = keyHash(key);
+    }
     const existing = this.obj.get(hash);
     if (existing !== undefined) existing[1] = value;
-    else this.obj.set(hash, [k, value]);
+    else this.obj.set(hash, [typeof key === "string" ? mkString(key) : key, value]);
   }
 
   entries(): [Value, Value][] {
