@@ -87,12 +87,16 @@ export {
 export {
   type ApplyTemplateOptions,
   BUILTIN_TEMPLATE_NAMES,
+  ChatInputError,
   type ChatMessage,
   ChatSession,
   type ChatSessionOptions,
   type ChatTarget,
   ChatTemplate,
   ChatTemplateError,
+  type ChatTool,
+  type RenderOptions,
+  type ToolCall,
 } from "./src/chat/mod.ts";
 
 // Several sequences in one batch: the engine the server runs on.

@@ -27,8 +27,8 @@ const libraries = [platform, `${platform}-avx512`]
   .filter((path) => existsSync(path));
 
 /**
- * Bun's bundler does not read deno.json's `imports`: the npm packages the CLI
- * imports (`@huggingface/jinja`) are installed into the ignored
+ * Bun's bundler does not read deno.json's `imports`: the npm packages it pins
+ * (none of which the CLI imports today) are installed into the ignored
  * `node_modules/` first, at the versions deno.json pins. Bun itself writes
  * them (this script needs no write permission).
  */
@@ -82,7 +82,7 @@ const command = runtime === "bun"
     "build",
     "--compile",
     "--minify",
-    // The `npm:` imports are Deno's branch (src/chat/_jinja.ts); Bun takes the bare name.
+    // `npm:` specifiers are Deno's; Bun takes bare names.
     ...npmSpecifiers().flatMap((spec) => ["--external", spec]),
     "cli.ts",
     "src/server/worker.ts", // the model Worker of `dotllm serve`: a second entry point

@@ -9,12 +9,6 @@ import { repoRoot } from "./_testdata.ts";
 
 /** Copies every `npm:` import of deno.json from the default Deno cache into `denoDir`. */
 export function seedNpmCache(denoDir: string): void {
-  // Fill the default cache first (a no-op when the packages are there).
-  const cache = new Deno.Command(Deno.execPath(), {
-    args: ["cache", "--quiet", join(repoRoot, "src/chat/_jinja.ts")],
-    cwd: repoRoot,
-  }).outputSync();
-  if (!cache.success) throw new Error(new TextDecoder().decode(cache.stderr));
   const info = new Deno.Command(Deno.execPath(), { args: ["info", "--json"] }).outputSync();
   const npmCache: string = JSON.parse(new TextDecoder().decode(info.stdout)).npmCache;
   const imports: Record<string, string> =

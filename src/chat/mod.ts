@@ -5,11 +5,15 @@
  * @module
  */
 export {
+  ChatInputError,
   type ChatMessage,
   ChatTemplate,
   ChatTemplateError,
   type ChatTemplateTokens,
+  type ChatTool,
+  type ContentPart,
   type RenderOptions,
+  type ToolCall,
 } from "./template.ts";
 export {
   BUILTIN_TEMPLATE_NAMES,

@@ -1,10 +1,11 @@
 /**
  * Chat templates rendered as llama.cpp renders them (`llama-server --jinja`,
  * `common_chat_templates_apply`): the model's Jinja `tokenizer.chat_template`
- * run by `@huggingface/jinja` with the variables llama.cpp passes
- * (`messages`, `add_generation_prompt`, `bos_token`, `eos_token`,
- * `enable_thinking`, `date_string`, `datetime`, `strftime_now`,
- * `raise_exception`; no `tools`), and llama.cpp's handling around it:
+ * run by a port of llama.cpp's own Jinja engine (`./jinja/`) with the
+ * inputs llama.cpp prepares (`messages` as `to_json_oaicompat` shapes them,
+ * `tools`, `add_generation_prompt`, `bos_token`, `eos_token`,
+ * `enable_thinking`, `date_string`, `datetime`, `chat_template_kwargs`, and
+ * the caps-driven workarounds), and llama.cpp's handling around it:
  *
  * - a BOS the template prints is dropped when the vocabulary adds one itself
  *   (likewise a trailing EOS when it adds EOS);
@@ -25,23 +26,67 @@
  *
  * @module
  */
-import { Environment, Interpreter, type Program, Template } from "./_jinja.ts";
 import { BUILTIN_TEMPLATES, type BuiltinTemplateName, isBuiltinTemplateName } from "./builtins.ts";
+import {
+  applyPreserveReasoning,
+  applyReasoningEffort,
+  type Caps,
+  capsOf,
+  Context,
+  fromJson,
+  JinjaError,
+  parse,
+  render as renderProgram,
+} from "./jinja/mod.ts";
+import {
+  ChatInputError,
+  type ChatMessage,
+  type ChatTool,
+  foldSystemMessage,
+  mapDeveloperToSystem,
+  messageToJson,
+  normalizeContent,
+  type ParsedMessage,
+  parseMessages,
+  parseToolArguments,
+  renderContent,
+  toolsToJson,
+} from "./messages.ts";
+import {
+  continuationOf,
+  type HandlerName,
+  handlerOf,
+  handlerSupportsThinking,
+  prepareForHandler,
+} from "./specialized.ts";
 import { strftime } from "./strftime.ts";
 
-/** One message of a conversation, as OpenAI's API spells it. */
-export interface ChatMessage {
-  /** `"system"`, `"user"` or `"assistant"` (`"developer"` is read as `"system"`). */
-  role: string;
-  /** The message's text. */
-  content: string;
-}
+export {
+  ChatInputError,
+  type ChatMessage,
+  type ChatTool,
+  type ContentPart,
+  type ToolCall,
+} from "./messages.ts";
 
-/** A template that cannot be compiled or rendered (a Jinja error or `raise_exception`). */
+/**
+ * A template that cannot be compiled or rendered (a Jinja error or
+ * `raise_exception`). `templateMessage` is the template's own text (for
+ * `raise_exception`, what it raised); `trace` is llama.cpp's source excerpt.
+ */
 export class ChatTemplateError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  /** The innermost error: `Jinja Exception: <text>` for `raise_exception`, else the engine's message. */
+  readonly templateMessage: string;
+  /** llama.cpp's "While executing … in source" excerpt and error, when the template ran. */
+  readonly trace: string;
+  constructor(
+    message: string,
+    options?: ErrorOptions & { templateMessage?: string; trace?: string },
+  ) {
     super(message, options);
     this.name = "ChatTemplateError";
+    this.templateMessage = options?.templateMessage ?? message;
+    this.trace = options?.trace ?? "";
   }
 }
 
@@ -67,15 +112,24 @@ export interface RenderOptions {
    * The template's `enable_thinking` (default true). False asks a reasoning
    * template to close its reasoning block in the generation prompt, so the
    * reply starts with the answer (the server does so for structured output).
+   * `chatTemplateKwargs.enable_thinking` (a boolean) overrides it.
    */
   enableThinking?: boolean;
+  /** OpenAI `tools` (function tools), passed to the template as `tools`. */
+  tools?: readonly ChatTool[];
+  /** Extra template variables (`chat_template_kwargs`), e.g. `{enable_thinking: false}`. */
+  chatTemplateKwargs?: Readonly<Record<string, unknown>>;
 }
 
 /** The message-shaped values a render hands the template. */
-interface TemplateMessage {
-  role: string;
-  content: string;
-  reasoning_content?: string;
+type TemplateMessage = Record<string, unknown>;
+
+/** What one template run receives besides the messages. */
+interface ApplyInputs {
+  tools: Record<string, unknown>[];
+  enableThinking: boolean;
+  extra: Record<string, unknown>;
+  now: Date;
 }
 
 /** Markers the differential analysis of llama.cpp's autoparser finds around reasoning. */
@@ -88,19 +142,31 @@ interface ReasoningMarkers {
 const USER_PROBE = "U_USER_MSG Hello END_U";
 const ASSISTANT_PROBE = "A_ASST_MSG I can help END_A";
 const THINKING_PROBE = "REASON_PART I am thinking END_R";
-const SYSTEM_PROBE = "S_SYSTEM_MSG dotllm END_S";
+/** The two tools of llama.cpp's analysis probes. */
+const ANALYSIS_TOOLS = ["FFF_FIRST_FUN_F", "SSS_SECOND_FUN_S"].map((name, i) => ({
+  type: "function",
+  function: {
+    name,
+    description: i === 0 ? "Test function foo" : "Test function bar",
+    parameters: {
+      type: "object",
+      properties: {
+        AA_ARG_FST_AA: { type: "string", description: "First argument" },
+        BB_ARG_SND_BB: { type: "string", description: "Second argument" },
+      },
+      required: [],
+    },
+  },
+}));
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
 /** How many characters of one output's tail llama.cpp looks for in the other. */
 const ANCHOR_LENGTH = 64;
 /** A `<...>` or `[...]` marker, as llama.cpp's PEG `marker()`. */
 const MARKER = String.raw`(?:<[^>]*>|\[[^\]]*\])`;
-
-function range(start: number, stop?: number, step = 1): number[] {
-  if (stop === undefined) [start, stop] = [0, start];
-  if (step === 0) throw new ChatTemplateError("range() step must not be zero");
-  const out: number[] = [];
-  for (let i = start; step > 0 ? i < stop : i > stop; i += step) out.push(i);
-  return out;
-}
 
 /** The whitespace-separated marker segments of `text` (llama.cpp's `segmentize_markers`, whitespace pruned). */
 function markerSegments(text: string): { marker: boolean; value: string }[] {
@@ -128,8 +194,9 @@ export class ChatTemplate {
   /** The Jinja source. */
   readonly source: string;
   readonly #tokens: Required<ChatTemplateTokens>;
-  readonly #program: Program;
-  #systemRole?: boolean;
+  readonly #program: ReturnType<typeof parse>;
+  #caps?: Caps;
+  #handler?: HandlerName;
   #reasoning?: ReasoningMarkers | null;
 
   /** Compiles `source`; throws {@linkcode ChatTemplateError} when it is not valid Jinja. */
@@ -137,7 +204,7 @@ export class ChatTemplate {
     this.source = source;
     this.#tokens = { addBos: false, addEos: false, ...tokens };
     try {
-      this.#program = new Template(source).parsed;
+      this.#program = parse(patchSource(source));
     } catch (error) {
       throw new ChatTemplateError(`the chat template does not compile: ${messageOf(error)}`, {
         cause: error,
@@ -160,80 +227,133 @@ export class ChatTemplate {
       : new ChatTemplate(spec, tokens);
   }
 
+  /** The family whose dedicated llama.cpp handler renders this template ("" for the autoparser). */
+  get #handlerName(): HandlerName {
+    return this.#handler ??= handlerOf(this.#program.source);
+  }
+
+  /** What the template supports, probed as llama.cpp probes it. */
+  get caps(): Caps {
+    return this.#caps ??= capsOf(this.#program);
+  }
+
   /**
-   * Renders `messages` as llama.cpp does. Throws {@linkcode ChatTemplateError}
-   * when the template fails (a Jinja error, or its own `raise_exception`).
+   * Whether the template thinks (llama-server's default `enable_thinking`):
+   * its family's handler says so, or the autoparser finds reasoning markers.
    */
-  render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
-    const now = options.now ?? new Date();
-    let addGenerationPrompt = options.addGenerationPrompt ?? true;
-    let msgs: TemplateMessage[] = messages.map((m, i) => {
-      if (typeof m?.role !== "string" || typeof m.content !== "string") {
-        throw new TypeError(`message ${i} needs a string role and a string content`);
-      }
-      return { role: m.role === "developer" ? "system" : m.role, content: m.content };
-    });
-    // llama-server continues a final assistant message (its `prefill_assistant` default).
-    let continued: TemplateMessage | undefined;
-    if (msgs.length > 0 && msgs[msgs.length - 1].role === "assistant") {
-      if (msgs.length >= 2 && msgs[msgs.length - 2].role === "assistant") {
-        throw new ChatTemplateError("cannot continue after two assistant messages in a row");
-      }
-      continued = msgs[msgs.length - 1];
-      msgs = msgs.slice(0, -1);
-      addGenerationPrompt = false;
-    }
-    if (!this.supportsSystemRole && msgs.length > 0 && msgs[0].role === "system") {
-      msgs = msgs.length > 1
-        ? [{ ...msgs[1], content: `${msgs[0].content}\n${msgs[1].content}` }, ...msgs.slice(2)]
-        : [];
-    }
-    let prompt = this.#apply(msgs, addGenerationPrompt, now, options.enableThinking ?? true);
-    if (this.#isGemma4 && addGenerationPrompt && prompt.endsWith("<turn|>\n")) {
-      prompt += "<|turn>model\n";
-    }
-    if (continued === undefined) return prompt;
-    let generation: string;
-    if (this.#isGemma4) {
-      // llama.cpp's dedicated Gemma 4 handler (common/parsers/gemma4.cpp).
-      generation = (prompt.endsWith("<turn|>\n") ? "<|turn>model\n" : "") +
-        "<|channel>thought\n<channel|>";
-    } else {
-      generation = this.#generationPrompt(msgs, now);
-      const reasoning = this.#reasoningMarkers();
-      if (reasoning !== null && reasoning.start !== "") {
-        const at = generation.indexOf(reasoning.start);
-        if (at >= 0) generation = generation.slice(0, at);
-        generation += reasoning.start + reasoning.end;
-      }
-    }
-    return prompt + generation + continued.content;
+  get supportsThinking(): boolean {
+    return handlerSupportsThinking(this.#handlerName, this.#program.source) ??
+      this.#reasoningMarkers() !== null;
   }
 
   /** Whether the template uses a system message's content (llama.cpp's `supports_system_role` cap). */
   get supportsSystemRole(): boolean {
-    if (this.#systemRole === undefined) {
-      try {
-        const probe = [
-          { role: "system", content: SYSTEM_PROBE },
-          { role: "user", content: USER_PROBE },
-        ];
-        this.#systemRole = this.#apply(probe, false, new Date()).includes(SYSTEM_PROBE);
-      } catch {
-        this.#systemRole = false;
-      }
-    }
-    return this.#systemRole;
+    return this.caps.supportsSystemRole;
   }
 
-  get #isGemma4(): boolean {
-    return this.source.includes("'<|tool_call>call:'");
+  /**
+   * Renders `messages` as llama-server's `/apply-template` does. Throws
+   * {@linkcode ChatInputError} for malformed messages or tools and
+   * {@linkcode ChatTemplateError} when the template fails (a Jinja error, or
+   * its own `raise_exception`).
+   */
+  render(messages: readonly ChatMessage[], options: RenderOptions = {}): string {
+    const now = options.now ?? new Date();
+    const src = this.#program.source;
+    const tools = toolsToJson(options.tools);
+    const parsed = parseMessages(messages);
+    let addGenerationPrompt = options.addGenerationPrompt ?? true;
+    // llama-server continues a final assistant message (its `prefill_assistant` default).
+    let continued: ParsedMessage | undefined;
+    if (parsed.length > 0 && parsed[parsed.length - 1].role === "assistant") {
+      if (parsed.length >= 2 && parsed[parsed.length - 2].role === "assistant") {
+        throw new ChatInputError(
+          "Cannot have 2 or more assistant messages at the end of the list.",
+        );
+      }
+      continued = parsed[parsed.length - 1];
+      addGenerationPrompt = false;
+      if (continued.toolCalls.length > 0) {
+        throw new ChatInputError("Cannot continue an assistant message that contains tool calls.");
+      }
+    }
+    const caps = this.caps;
+    let toRender = parsed;
+    if (src.includes("You have access to the following functions in JSONSchema format")) {
+      toRender = parsed.map((m) => ({
+        ...m,
+        content: m.content.trim(),
+        reasoningContent: m.reasoningContent.trim(),
+        contentParts: m.contentParts.map((p) =>
+          p.type === "text" ? { ...p, text: p.text.trim() } : p
+        ),
+      }));
+    }
+    let msgs = normalizeContent(toRender.map(messageToJson), caps);
+    if (continued !== undefined) msgs = msgs.slice(0, -1);
+    if (!src.includes("<|channel|>")) mapDeveloperToSystem(msgs);
+    if (!caps.supportsSystemRole) msgs = foldSystemMessage(msgs);
+    if (caps.supportsToolCalls) {
+      for (const m of msgs) if (m.tool_calls !== undefined && !("content" in m)) m.content = "";
+    }
+    if (caps.supportsObjectArguments) parseToolArguments(msgs);
+    const kwargs = options.chatTemplateKwargs ?? {};
+    let enableThinking = options.enableThinking ?? this.supportsThinking;
+    if (kwargs.enable_thinking === true || kwargs.enable_thinking === false) {
+      enableThinking = kwargs.enable_thinking;
+    } else if (typeof kwargs.enable_thinking === "string") {
+      throw new ChatInputError('invalid type for "enable_thinking" (expected boolean, got string)');
+    }
+    // llama-server's default kwargs carry preserve_reasoning: true.
+    const extra: Record<string, unknown> = {
+      datetime: strftime(now, "%b %d %Y"),
+      date_string: strftime(now, "%d %b %Y"),
+      preserve_reasoning: true,
+      ...kwargs,
+    };
+    const inputs: ApplyInputs = { tools, enableThinking, extra, now };
+    const handler = prepareForHandler(this.#handlerName, src, msgs);
+    msgs = handler.messages;
+    let prompt = this.#apply(msgs, addGenerationPrompt, inputs);
+    if (handler.name === "gpt-oss" && !addGenerationPrompt) {
+      const at = prompt.lastIndexOf("<|return|>");
+      if (at >= 0) {
+        prompt = prompt.slice(0, at) + "<|end|>" + prompt.slice(at + "<|return|>".length);
+      }
+    }
+    if (handler.name === "gemma4" && addGenerationPrompt && prompt.endsWith("<turn|>\n")) {
+      prompt += "<|turn>model\n";
+    }
+    if (continued === undefined) return prompt;
+    const mode = continued.reasoningContent !== "" && continued.content === "" &&
+        continued.contentParts.length === 0
+      ? "reasoning"
+      : "content";
+    const content = renderContent(continued);
+    const own = continuationOf(handler.name, {
+      src,
+      prompt,
+      reasoning: continued.reasoningContent,
+      content: mode === "content" ? content : undefined,
+      generationPrompt: () => this.#generationPrompt(msgs, inputs),
+    });
+    if (own !== undefined) return prompt + own;
+    let generation = this.#generationPrompt(msgs, inputs);
+    const reasoning = this.#reasoningMarkers();
+    if (reasoning !== null && reasoning.start !== "") {
+      const at = generation.indexOf(reasoning.start);
+      if (at >= 0) generation = generation.slice(0, at);
+      generation += reasoning.start + continued.reasoningContent;
+      if (mode === "content") generation += reasoning.end;
+    }
+    if (mode === "content") generation += content;
+    return prompt + generation;
   }
 
   /** What `add_generation_prompt` adds: the true render past its common prefix with the false one. */
-  #generationPrompt(msgs: TemplateMessage[], now: Date): string {
-    const without = this.#apply(msgs, false, now);
-    const withPrompt = this.#apply(msgs, true, now);
+  #generationPrompt(msgs: TemplateMessage[], inputs: ApplyInputs): string {
+    const without = this.#apply(msgs, false, inputs);
+    const withPrompt = this.#apply(msgs, true, inputs);
     let p = 0;
     while (p < without.length && p < withPrompt.length && without[p] === withPrompt[p]) p++;
     return withPrompt.slice(p);
@@ -250,9 +370,14 @@ export class ChatTemplate {
     let end = "";
     const now = new Date();
     const user = { role: "user", content: USER_PROBE };
-    const tryApply = (msgs: TemplateMessage[], agp: boolean, thinking = true) => {
+    const tryApply = (
+      msgs: TemplateMessage[],
+      agp: boolean,
+      thinking = true,
+      tools: Record<string, unknown>[] = [],
+    ) => {
       try {
-        return this.#apply(msgs, agp, now, thinking);
+        return this.#probe(msgs, agp, now, thinking, tools);
       } catch {
         return undefined;
       }
@@ -314,7 +439,50 @@ export class ChatTemplate {
         }
       }
     }
-    // 3. llama.cpp's patches for templates the analysis misreads.
+    // 3. Reasoning shown only beside tool calls (llama.cpp's TOOLS_ONLY mode).
+    if (this.caps.supportsToolCalls) {
+      const withoutCall = tryApply(
+        [user, {
+          role: "assistant",
+          content: ASSISTANT_PROBE,
+          reasoning_content: THINKING_PROBE,
+        }],
+        false,
+        true,
+        ANALYSIS_TOOLS,
+      );
+      const withCall = tryApply(
+        [user, {
+          role: "assistant",
+          content: null,
+          reasoning_content: THINKING_PROBE,
+          tool_calls: [{
+            id: "call00001",
+            type: "function",
+            function: {
+              name: "FFF_FIRST_FUN_F",
+              arguments: { AA_ARG_FST_AA: "VVVV", BB_ARG_SND_BB: "XXXX" },
+            },
+          }],
+        }],
+        false,
+        true,
+        ANALYSIS_TOOLS,
+      );
+      if (
+        withoutCall !== undefined && withCall !== undefined &&
+        !withoutCall.includes(THINKING_PROBE) && withCall.includes(THINKING_PROBE)
+      ) {
+        const probe = escapeRegExp(THINKING_PROBE);
+        const wrapped = new RegExp(`(${MARKER}\\s*)${probe}\\s*(${MARKER}\\s*)`).exec(withCall);
+        if (wrapped !== null) [start, end] = [wrapped[1], wrapped[2]];
+        else {
+          const delimiter = new RegExp(`${probe}\\s*(${MARKER}\\s*)?`).exec(withCall);
+          end = delimiter?.[1] ?? end;
+        }
+      }
+    }
+    // 4. llama.cpp's patches for templates the analysis misreads.
     const src = this.source;
     if (
       start === "" && end === "" && src.includes("content.split('</think>')") &&
@@ -329,57 +497,96 @@ export class ChatTemplate {
     ) {
       [start, end] = ["<think>", "</think>"];
     }
+    if (
+      src.includes("<SPECIAL_10>") && src.includes("<SPECIAL_11>") &&
+      src.includes("<SPECIAL_12>") &&
+      src.includes("<TOOL_RESPONSE>")
+    ) {
+      [start, end] = ["<think>\n", "</think>"];
+    }
+    if (src.includes("laguna_glm_thinking")) [start, end] = [start.trim(), end.trim()];
     this.#reasoning = start === "" && end === "" ? null : { start, end };
     return this.#reasoning;
   }
 
-  /** One template run (llama.cpp's `common_chat_template_direct_apply`), BOS/EOS dropped as the vocabulary asks. */
-  #apply(
+  /** The probe runs of the reasoning analysis (llama.cpp's `apply_template`: content normalized, no date). */
+  #probe(
     msgs: TemplateMessage[],
     addGenerationPrompt: boolean,
     now: Date,
     thinking = true,
+    tools: Record<string, unknown>[] = [],
   ): string {
-    const env = new Environment();
+    return this.#apply(normalizeContent(msgs, this.caps), addGenerationPrompt, {
+      tools,
+      enableThinking: thinking,
+      extra: {},
+      now,
+    });
+  }
+
+  /** One template run (llama.cpp's `common_chat_template_direct_apply`), BOS/EOS dropped as the vocabulary asks. */
+  #apply(msgs: TemplateMessage[], addGenerationPrompt: boolean, inputs: ApplyInputs): string {
+    const ctx = new Context(this.#program.source);
+    ctx.now = inputs.now;
     const globals: Record<string, unknown> = {
-      false: false,
-      true: true,
-      none: null,
-      False: false,
-      True: true,
-      None: null,
-      range,
-      raise_exception: (message: unknown) => {
-        throw new ChatTemplateError(`the chat template raised an exception: ${message}`);
-      },
-      strftime_now: (format: unknown) => strftime(now, String(format)),
       messages: msgs,
       bos_token: this.#tokens.bosToken,
       eos_token: this.#tokens.eosToken,
-      enable_thinking: thinking,
-      datetime: strftime(now, "%b %d %Y"),
-      date_string: strftime(now, "%d %b %Y"),
+      enable_thinking: inputs.enableThinking,
     };
+    if (inputs.tools.length > 0) globals.tools = inputs.tools;
+    Object.assign(globals, inputs.extra);
     if (addGenerationPrompt) globals.add_generation_prompt = true;
-    for (const [key, value] of Object.entries(globals)) env.set(key, value);
+    if (typeof globals.preserve_reasoning === "boolean") {
+      applyPreserveReasoning(ctx, globals.preserve_reasoning);
+    }
+    if (typeof globals.reasoning_effort === "string" && globals.reasoning_effort !== "") {
+      applyReasoningEffort(ctx, globals.reasoning_effort);
+    }
+    for (const [key, value] of Object.entries(globals)) ctx.set(key, fromJson(value));
     let result: string;
     try {
-      result = String(new Interpreter(env).run(this.#program).value);
+      result = renderProgram(this.#program, ctx);
     } catch (error) {
-      if (error instanceof ChatTemplateError) throw error;
-      throw new ChatTemplateError(`the chat template failed to render: ${messageOf(error)}`, {
+      if (!(error instanceof JinjaError)) throw error;
+      const prefix = error.raised && error.reason.startsWith("Jinja Exception: ")
+        ? "the chat template raised an exception: " + error.reason.slice("Jinja Exception: ".length)
+        : "the chat template failed to render: " + error.reason;
+      throw new ChatTemplateError(prefix, {
         cause: error,
+        templateMessage: error.reason,
+        trace: error.message,
       });
     }
     const { bosToken, eosToken, addBos, addEos } = this.#tokens;
-    if (addBos && bosToken !== "" && result.startsWith(bosToken)) {
-      result = result.slice(bosToken.length);
-    }
-    if (addEos && eosToken !== "" && result.endsWith(eosToken)) {
-      result = result.slice(0, -eosToken.length);
+    if (addBos && result.startsWith(bosToken)) result = result.slice(bosToken.length);
+    if (addEos && result.endsWith(eosToken)) {
+      result = result.slice(0, result.length - eosToken.length);
     }
     return result;
   }
+}
+
+/** llama.cpp's source patches for two templates that raise on their own examples. */
+function patchSource(source: string): string {
+  let src = source;
+  if (src.includes("<|channel|>") && src.includes("in message.content or")) {
+    src = src.replaceAll(
+      '{%- if "<|channel|>analysis<|message|>" in message.content or ' +
+        '"<|channel|>final<|message|>" in message.content %}',
+      "{%- if false %}",
+    );
+  }
+  if (src.includes("[TOOL_CALLS]") && src.includes("if (message['content'] is none or")) {
+    src = src.replaceAll(
+      "{%- if (message['content'] is none or message['content'] == '' or " +
+        "message['content']|length == 0) and (message['tool_calls'] is not defined or " +
+        "message['tool_calls'] is none or message['tool_calls']|length == 0) %}",
+      "{%- if false %}",
+    );
+  }
+  return src;
 }
 
 function messageOf(error: unknown): string {

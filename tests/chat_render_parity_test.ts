@@ -1,0 +1,133 @@
+/**
+ * Chat-template rendering parity with llama-server: every request of
+ * `tests/golden/chat_render/requests.json` rendered with every template
+ * llama.cpp ships (`golden/chat_render/templates/`), compared with what the
+ * reference llama-server's `/apply-template` answered (`renders.json`): the
+ * same prompt, or the same template error.
+ */
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { openGguf } from "../src/gguf/mod.ts";
+import { Tokenizer } from "../src/tokenizer/mod.ts";
+import { ChatTemplate, ChatTemplateError, templateTokens } from "../src/chat/mod.ts";
+import { testdata } from "./_testdata.ts";
+
+interface Golden {
+  template: string;
+  date: string;
+  renders: { id: string; prompt?: string; status?: number; error?: string }[];
+}
+interface Request {
+  id: string;
+  tools?: boolean;
+  body: {
+    messages: unknown[];
+    add_generation_prompt?: boolean;
+    chat_template_kwargs?: Record<string, unknown>;
+  };
+}
+
+const dir = new URL("./golden/chat_render/", import.meta.url);
+const goldens: Golden[] = JSON.parse(readFileSync(new URL("renders.json", dir), "utf8"));
+const spec: { tools: unknown[]; requests: Request[] } = JSON.parse(
+  readFileSync(new URL("requests.json", dir), "utf8"),
+);
+const requests = new Map(spec.requests.map((r) => [r.id, r]));
+
+const tokens = (() => {
+  using file = openGguf(testdata("models/stories260K.gguf"));
+  return templateTokens(Tokenizer.fromGguf(file.gguf));
+})();
+
+type Outcome = { prompt: string } | { error: string; trace: string };
+
+function renderWithDotllm(template: ChatTemplate, request: Request, now: Date): Outcome {
+  try {
+    return {
+      prompt: template.render(request.body.messages as never, {
+        addGenerationPrompt: request.body.add_generation_prompt,
+        tools: request.tools ? spec.tools as never : undefined,
+        chatTemplateKwargs: request.body.chat_template_kwargs,
+        now,
+      }),
+    };
+  } catch (error) {
+    if (error instanceof ChatTemplateError) {
+      return { error: error.templateMessage, trace: error.trace };
+    }
+    return { error: error instanceof Error ? error.message : String(error), trace: "" };
+  }
+}
+
+/** The template's own message at the end of llama-server's error ("…\nError: <message>"). */
+function goldenError(message: string): string {
+  const at = message.lastIndexOf("\nError: ");
+  return at >= 0 ? message.slice(at + "\nError: ".length) : message;
+}
+
+function compareAll(): { same: number; total: number; differences: string[] } {
+  let same = 0;
+  let total = 0;
+  const differences: string[] = [];
+  for (const golden of goldens) {
+    const [y, m, d] = golden.date.split("-").map(Number);
+    const now = new Date(y, m - 1, d, 12, 0, 0);
+    let template: ChatTemplate;
+    const source = readFileSync(new URL(`templates/${golden.template}`, dir), "utf8");
+    try {
+      template = new ChatTemplate(source, tokens);
+    } catch (error) {
+      total += golden.renders.length;
+      differences.push(`${golden.template}: does not compile: ${(error as Error).message}`);
+      continue;
+    }
+    for (const expected of golden.renders) {
+      total++;
+      const got = renderWithDotllm(template, requests.get(expected.id)!, now);
+      const ok = expected.prompt !== undefined
+        ? "prompt" in got && got.prompt === expected.prompt
+        : "error" in got && got.error === goldenError(expected.error!) &&
+          expected.error!.endsWith(got.trace);
+      if (ok) same++;
+      else {
+        differences.push(
+          `${golden.template} ${expected.id}: ${
+            "prompt" in got ? "rendered" : `error ${JSON.stringify(got.error)}`
+          }` +
+            (expected.prompt === undefined
+              ? `, llama.cpp: error ${JSON.stringify(goldenError(expected.error!))}`
+              : ""),
+        );
+      }
+    }
+  }
+  return { same, total, differences };
+}
+
+Deno.test("chat render parity: every template × request renders as llama-server's /apply-template", () => {
+  assert.equal(goldens.length, 70);
+  const { same, total, differences } = compareAll();
+  console.log(`chat render parity: ${same} of ${total} identical`);
+  for (const d of differences) console.log("  " + d);
+  assert.equal(total, 70 * spec.requests.length);
+  assert.deepEqual(differences, []);
+});
+
+Deno.test("chat render parity: a template's raise_exception is a ChatTemplateError carrying its message", () => {
+  const golden = goldens.find((g) => g.template === "meta-llama-Llama-3.1-8B-Instruct.jinja")!;
+  const expected = golden.renders.find((r) => r.id === "parallel_calls_answered")!;
+  assert.equal(expected.status, 400);
+  const template = new ChatTemplate(
+    readFileSync(new URL(`templates/${golden.template}`, dir), "utf8"),
+    tokens,
+  );
+  const request = requests.get("parallel_calls_answered")!;
+  assert.throws(
+    () => template.render(request.body.messages as never, { tools: spec.tools as never }),
+    (e) =>
+      e instanceof ChatTemplateError &&
+      e.templateMessage === goldenError(expected.error!) &&
+      e.message.startsWith("the chat template raised an exception: ") &&
+      expected.error!.endsWith(e.trace) && e.trace.startsWith("\n------------\nWhile executing"),
+  );
+});
