@@ -1,0 +1,106 @@
+/**
+ * The JSON arguments of a call written as XML parameters (Qwen3-Coder's
+ * `<parameter=KEY>\nVALUE\n</parameter>`), typed by the tool's schema as llama.cpp types
+ * them: a `string` parameter is the text as written; a nullable string is `null` for the
+ * text `null`; a union with `string` takes the text as JSON when it is JSON of another
+ * type, else as a string; any other type is the text as JSON (a string when it is not).
+ * While streaming, a string parameter's text is given as far as it is written.
+ *
+ * @module
+ */
+import type { ToolDefinition } from "./types.ts";
+import { partialMarkerLength } from "./reasoning.ts";
+
+/** A parameter read so far; `complete` is false for the last one while it is written. */
+export interface XmlParameter {
+  key: string;
+  value: string;
+  complete: boolean;
+}
+
+type Kind = "string" | "nullable-string" | "union-string" | "json";
+
+function typesOf(schema: Record<string, unknown>): string[] {
+  const t = schema.type;
+  if (typeof t === "string") return [t];
+  if (Array.isArray(t)) return t.filter((x): x is string => typeof x === "string");
+  const alts = (schema.anyOf ?? schema.oneOf) as unknown;
+  if (Array.isArray(alts)) {
+    return alts.flatMap((
+      a,
+    ) => (a !== null && typeof a === "object" ? typesOf(a as Record<string, unknown>) : []));
+  }
+  if (
+    Array.isArray(schema.enum) && schema.enum.length > 0 &&
+    schema.enum.every((v) => typeof v === "string")
+  ) {
+    return ["string"];
+  }
+  if (typeof schema.const === "string") return ["string"];
+  return [];
+}
+
+function kindOf(tool: ToolDefinition, key: string): Kind {
+  const props = (tool.function.parameters?.properties ?? {}) as Record<string, unknown>;
+  const schema = props[key];
+  if (schema === null || typeof schema !== "object") return "json";
+  const types = new Set(typesOf(schema as Record<string, unknown>));
+  if (!types.has("string")) return "json";
+  if (types.size === 1) return "string";
+  if (types.size === 2 && types.has("null")) return "nullable-string";
+  return "union-string";
+}
+
+/** The value as written: one line break after the opening and before the closing tag dropped. */
+function trimValue(v: string): string {
+  if (v.startsWith("\r\n")) v = v.slice(2);
+  else if (v.startsWith("\n")) v = v.slice(1);
+  if (v.endsWith("\r\n")) v = v.slice(0, -2);
+  else if (v.endsWith("\n")) v = v.slice(0, -1);
+  return v;
+}
+
+function asJson(text: string): string | undefined {
+  try {
+    return JSON.stringify(JSON.parse(text));
+  } catch {
+    return undefined;
+  }
+}
+
+function valueJson(kind: Kind, text: string): string {
+  switch (kind) {
+    case "string":
+      return JSON.stringify(text);
+    case "nullable-string":
+      return text.trim() === "null" ? "null" : JSON.stringify(text);
+    case "union-string": {
+      const j = asJson(text.trim());
+      return j !== undefined && !j.startsWith('"') ? j : JSON.stringify(text);
+    }
+    case "json":
+      return asJson(text.trim()) ?? JSON.stringify(text);
+  }
+}
+
+/** The arguments object's JSON text; without its closing brace while the call is cut. */
+export function xmlArguments(
+  tool: ToolDefinition,
+  params: XmlParameter[],
+  closed: boolean,
+): string {
+  const parts: string[] = [];
+  for (const p of params) {
+    const kind = kindOf(tool, p.key);
+    if (p.complete) {
+      parts.push(JSON.stringify(p.key) + ":" + valueJson(kind, trimValue(p.value)));
+    } else if (kind === "string") {
+      // what is written so far, less what may be the closing "\n</parameter>"
+      let v = p.value.slice(0, p.value.length - partialMarkerLength(p.value, ["\n</parameter>"]));
+      if (v.startsWith("\n")) v = v.slice(1);
+      else if ("\n".startsWith(v)) v = "";
+      parts.push(JSON.stringify(p.key) + ':"' + JSON.stringify(v).slice(1, -1));
+    }
+  }
+  return "{" + parts.join(",") + (closed ? "}" : "");
+}
