@@ -21,6 +21,12 @@ export {
   grammarConstraint,
 } from "./constraint.ts";
 export { type Grammar, GrammarError, MAX_REPETITION, parseGbnf } from "./gbnf.ts";
-export { jsonObjectGrammar, jsonSchemaToGrammar, SchemaError } from "./json_schema.ts";
+export {
+  gbnfLiteral,
+  jsonObjectGrammar,
+  jsonSchemaToGrammar,
+  SchemaError,
+  SchemaRules,
+} from "./json_schema.ts";
 export { CompiledGrammar, GrammarMatcher } from "./matcher.ts";
 export { tokenTrie } from "./token_trie.ts";

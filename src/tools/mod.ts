@@ -30,7 +30,15 @@ export {
   toolCallIdGenerator,
   ToolCallIds,
 } from "./diff.ts";
+export { chatGenerationParams, type ChatParamsOptions, excludingText } from "./grammar.ts";
 export { parseChatOutput, type ParseOptions } from "./parse.ts";
+export {
+  checkParallelToolCalls,
+  checkToolChoice,
+  checkTools,
+  toolParameters,
+  ToolRequestError,
+} from "./request.ts";
 export { promptOpensReasoning, splitReasoning } from "./reasoning.ts";
 export type {
   ChatGenerationParams,

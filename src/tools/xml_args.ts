@@ -20,7 +20,8 @@ export interface XmlParameter {
 
 type Kind = "string" | "nullable-string" | "union-string" | "json";
 
-function typesOf(schema: Record<string, unknown>): string[] {
+/** The JSON types a parameter schema allows (`[]`: not stated); an enum of strings is `string`. */
+export function typesOf(schema: Record<string, unknown>): string[] {
   const t = schema.type;
   if (typeof t === "string") return [t];
   if (Array.isArray(t)) return t.filter((x): x is string => typeof x === "string");
@@ -40,15 +41,23 @@ function typesOf(schema: Record<string, unknown>): string[] {
   return [];
 }
 
-function kindOf(tool: ToolDefinition, key: string): Kind {
+function kindOf(tool: ToolDefinition, key: string): { kind: Kind; types: Set<string> } {
   const props = (tool.function.parameters?.properties ?? {}) as Record<string, unknown>;
   const schema = props[key];
-  if (schema === null || typeof schema !== "object") return "json";
+  if (schema === null || typeof schema !== "object") return { kind: "json", types: new Set() };
   const types = new Set(typesOf(schema as Record<string, unknown>));
-  if (!types.has("string")) return "json";
-  if (types.size === 1) return "string";
-  if (types.size === 2 && types.has("null")) return "nullable-string";
-  return "union-string";
+  if (!types.has("string")) return { kind: "json", types };
+  if (types.size === 1) return { kind: "string", types };
+  if (types.size === 2 && types.has("null")) return { kind: "nullable-string", types };
+  return { kind: "union-string", types };
+}
+
+/** The JSON type of a parsed value, as a schema names it. */
+function jsonType(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "array";
+  if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
+  return typeof v;
 }
 
 /** The value as written: one line break after the opening and before the closing tag dropped. */
@@ -68,15 +77,18 @@ function asJson(text: string): string | undefined {
   }
 }
 
-function valueJson(kind: Kind, text: string): string {
+function valueJson({ kind, types }: { kind: Kind; types: Set<string> }, text: string): string {
   switch (kind) {
     case "string":
       return JSON.stringify(text);
     case "nullable-string":
       return text.trim() === "null" ? "null" : JSON.stringify(text);
     case "union-string": {
+      // JSON of another declared type (an integer is a number too), else the text
       const j = asJson(text.trim());
-      return j !== undefined && !j.startsWith('"') ? j : JSON.stringify(text);
+      const t = j === undefined ? "" : jsonType(JSON.parse(j));
+      const declared = types.has(t) || (t === "integer" && types.has("number"));
+      return j !== undefined && t !== "string" && declared ? j : JSON.stringify(text);
     }
     case "json":
       return asJson(text.trim()) ?? JSON.stringify(text);
@@ -94,7 +106,7 @@ export function xmlArguments(
     const kind = kindOf(tool, p.key);
     if (p.complete) {
       parts.push(JSON.stringify(p.key) + ":" + valueJson(kind, trimValue(p.value)));
-    } else if (kind === "string") {
+    } else if (kind.kind === "string") {
       // what is written so far, less what may be the closing "\n</parameter>"
       let v = p.value.slice(0, p.value.length - partialMarkerLength(p.value, ["\n</parameter>"]));
       if (v.startsWith("\n")) v = v.slice(1);
