@@ -61,6 +61,10 @@ export function generationPrompt(template: string, enableThinking = true): strin
     "meta-llama-Llama-3.2-3B-Instruct.jinja": llama,
     "meta-llama-Llama-3.3-70B-Instruct.jinja": llama,
     "openai-gpt-oss-120b.jinja": "<|start|>assistant",
+    "Qwen3.5-4B.jinja": im + (enableThinking ? "<think>\n" : "<think>\n\n</think>\n\n"),
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja": im +
+      (enableThinking ? "<think>\n" : "<think></think>"),
+    "Reka-Edge.jinja": enableThinking ? "assistant: <think>\n" : "assistant:",
   };
   const p = table[template];
   if (p === undefined) throw new Error(`no generation prompt for ${template}`);
@@ -845,7 +849,301 @@ export const CHAT_CASES: ChatCase[] = [
     ];
     return cases;
   })(),
+  ...thinkingXmlCases(),
+  ...rekaCases(),
 ];
+
+/** Qwen3.5 and Nemotron 3 Nano: Qwen3-Coder's XML calls after a `<think>` block the prompt opens. */
+function thinkingXmlCases(): ChatCase[] {
+  const call = (name: string, ...params: [string, string][]) =>
+    qc(
+      "<tool_call>",
+      `<function=${name}>`,
+      ...params.map(([k, v]) => `<parameter=${k}>\n${v}\n</parameter>`),
+      "</function>",
+      "</tool_call>",
+    );
+  const one = call("special_function", ["arg1", "1"]);
+  const two = one + "\n" + call("special_function_with_opt", ["arg1", "1"], ["arg2", "2"]);
+  const python = call("python", ["code", 'def hello():\n    print("Hello, world!")\n\nhello()']);
+  const pythonArgs = '{"code": "def hello():\\n    print(\\"Hello, world!\\")\\n\\nhello()"}';
+  const pwd = call("run_in_terminal", ["command", "pwd"]);
+  const pwdCall: [string, string] = ["run_in_terminal", '{"command": "pwd"}'];
+  const both = [T.specialFunctionTool, T.specialFunctionToolWithOptionalParam];
+  const auto: ReasoningFormat = "auto";
+  const q = "Qwen3.5-4B.jinja";
+  const n = "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja";
+  return [
+    {
+      template: q,
+      input: "I'm\nthinking\n</think>\n\n" + HELLO,
+      reasoningFormat: auto,
+      enableThinking: true,
+      expect: { content: HELLO, reasoning: THINKING },
+    },
+    {
+      template: q,
+      input: "I'm\nthinking\n</think>\n\n" + HELLO,
+      enableThinking: true,
+      reasoningFormat: "none",
+      expect: { content: "<think>\nI'm\nthinking\n</think>\n\n" + HELLO },
+    },
+    {
+      template: q,
+      input: one,
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.specialFunctionTool],
+      expect: { calls: [CALL] },
+    },
+    {
+      template: q,
+      input: "I'm\nthinking\n</think>\n\n" + one,
+      reasoningFormat: auto,
+      tools: [T.specialFunctionTool],
+      expect: { reasoning: THINKING, calls: [CALL] },
+    },
+    {
+      template: q,
+      input: two,
+      enableThinking: false,
+      reasoningFormat: auto,
+      parallel: true,
+      tools: both,
+      expect: { calls: [CALL, ["special_function_with_opt", '{"arg1": 1, "arg2": 2}']] },
+    },
+    {
+      template: q,
+      input: python,
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.pythonTool],
+      expect: { calls: [["python", pythonArgs]] },
+    },
+    {
+      template: q,
+      input: call("edit", ["filename", "foo.c"], ["oldString", "#iclunde"], [
+        "newString",
+        "#include",
+      ]),
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.editTool],
+      expect: {
+        calls: [[
+          "edit",
+          '{"filename": "foo.c", "oldString": "#iclunde", "newString": "#include"}',
+        ]],
+      },
+    },
+    {
+      template: q,
+      input: call("edit", ["filename", "foo.c"], ["oldString", "#iclunde"], [
+        "newString",
+        "#include\n",
+      ]),
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.editTool],
+      expect: {
+        calls: [[
+          "edit",
+          '{"filename": "foo.c", "oldString": "#iclunde", "newString": "#include\\n"}',
+        ]],
+      },
+    },
+    {
+      template: q,
+      input: call("python", ["code", '    print("Hello, world!")']),
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.pythonTool],
+      expect: { calls: [["python", '{"code": "    print(\\"Hello, world!\\")"}']] },
+    },
+    {
+      template: q,
+      input: pwd,
+      enableThinking: true,
+      reasoningFormat: auto,
+      tools: [T.runInTerminalTool],
+      expect: { calls: [pwdCall] },
+    },
+    {
+      template: q,
+      input: "Need to inspect the current directory.\n" + pwd,
+      enableThinking: true,
+      reasoningFormat: auto,
+      tools: [T.runInTerminalTool],
+      expect: { reasoning: "Need to inspect the current directory.", calls: [pwdCall] },
+    },
+    {
+      template: q,
+      input: qc("<tool_call>", "<function=empty_args>", "</function>", "</tool_call>"),
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.emptyArgsTool],
+      expect: { calls: [["empty_args", "{}"]] },
+    },
+    {
+      template: q,
+      input: qc("<tool_call>", "<function=empty_args_no_props>", "</function>", "</tool_call>"),
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.emptyArgsToolNoProperties],
+      expect: { calls: [["empty_args_no_props", "{}"]] },
+    },
+    {
+      template: q,
+      input: "<think>\n\n</think>\n\n" + one,
+      reasoningFormat: auto,
+      tools: [T.specialFunctionTool],
+      expect: { reasoning: "<think>\n\n", calls: [CALL] },
+    },
+    {
+      template: q,
+      input: "</think>\n\n" + one,
+      reasoningFormat: auto,
+      tools: [T.specialFunctionTool],
+      expect: { calls: [CALL] },
+    },
+    {
+      template: q,
+      input: "</think>\n\n" + pwd,
+      reasoningFormat: auto,
+      enableThinking: true,
+      tools: [T.runInTerminalTool],
+      expect: { calls: [pwdCall] },
+    },
+    {
+      template: q,
+      input: "</think>\n\nLet me inspect the current directory.\n" + pwd,
+      reasoningFormat: auto,
+      enableThinking: true,
+      tools: [T.runInTerminalTool],
+      expect: { content: "Let me inspect the current directory.\n", calls: [pwdCall] },
+    },
+    {
+      template: q,
+      input: "I should inspect the directory.\n</think>\n\nLet me inspect it now.\n" + pwd,
+      reasoningFormat: auto,
+      enableThinking: true,
+      tools: [T.runInTerminalTool],
+      expect: {
+        reasoning: "I should inspect the directory.",
+        content: "Let me inspect it now.\n",
+        calls: [pwdCall],
+      },
+    },
+    {
+      template: n,
+      input: HELLO,
+      enableThinking: false,
+      reasoningFormat: auto,
+      expect: { content: HELLO },
+    },
+    {
+      template: n,
+      input: "I'm\nthinking\n</think>\n" + HELLO,
+      enableThinking: true,
+      reasoningFormat: "none",
+      expect: { content: "<think>\nI'm\nthinking\n</think>\n" + HELLO },
+    },
+    {
+      template: n,
+      input: "I'm\nthinking\n</think>\n" + HELLO,
+      enableThinking: true,
+      reasoningFormat: auto,
+      expect: { content: HELLO, reasoning: THINKING },
+    },
+    {
+      template: n,
+      input: one + "\n",
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.specialFunctionTool],
+      expect: { calls: [CALL] },
+    },
+    {
+      template: n,
+      input: "I'm\nthinking\n</think>\n" + one + "\n",
+      reasoningFormat: auto,
+      tools: [T.specialFunctionTool],
+      expect: { reasoning: THINKING, calls: [CALL] },
+    },
+    {
+      template: n,
+      input: two + "\n",
+      enableThinking: false,
+      reasoningFormat: auto,
+      parallel: true,
+      tools: both,
+      expect: { calls: [CALL, ["special_function_with_opt", '{"arg1": 1, "arg2": 2}']] },
+    },
+    {
+      template: n,
+      input: python + "\n",
+      enableThinking: false,
+      reasoningFormat: auto,
+      tools: [T.pythonTool],
+      expect: { calls: [["python", pythonArgs]] },
+    },
+  ];
+}
+
+/** Reka Edge: Hermes-style calls, `<think>` opened by the prompt when thinking. */
+function rekaCases(): ChatCase[] {
+  const template = "Reka-Edge.jinja";
+  const call = '<tool_call>\n{"name": "special_function", "arguments": {"arg1": 1}}\n</tool_call>';
+  return [
+    { template, input: HELLO, enableThinking: false, expect: { content: HELLO } },
+    {
+      template,
+      input: "I'm\nthinking\n</think>\n\n" + HELLO,
+      enableThinking: true,
+      reasoningFormat: "deepseek",
+      expect: { content: HELLO, reasoning: THINKING },
+    },
+    {
+      template,
+      input: call,
+      enableThinking: false,
+      tools: [T.specialFunctionTool],
+      expect: { calls: [CALL] },
+    },
+    {
+      template,
+      input: HELLO + "\n" + call,
+      enableThinking: false,
+      tools: [T.specialFunctionTool],
+      expect: { content: HELLO, calls: [CALL] },
+    },
+    {
+      template,
+      input: "I'm\nthinking\n</think>\n\n" + call,
+      enableThinking: true,
+      reasoningFormat: "deepseek",
+      tools: [T.specialFunctionTool],
+      expect: { reasoning: THINKING, calls: [CALL] },
+    },
+    {
+      template,
+      input: call +
+        '\n<tool_call>\n{"name": "special_function_with_opt", "arguments": {"arg1": 1, "arg2": 2}}\n</tool_call>',
+      enableThinking: false,
+      parallel: true,
+      tools: [T.specialFunctionTool, T.specialFunctionToolWithOptionalParam],
+      expect: { calls: [CALL, ["special_function_with_opt", '{"arg1": 1, "arg2": 2}']] },
+    },
+    {
+      template,
+      input: '<tool_call>\n{"name": "special_function", "arguments": {"arg',
+      enableThinking: false,
+      tools: [T.specialFunctionTool],
+      isPartial: true,
+      expect: { calls: [["special_function", '{"arg']] },
+    },
+  ];
+}
 
 /** The expected calls as `ToolCall`s. */
 export function expectedCalls(c: ChatCase): ToolCall[] {

@@ -156,7 +156,10 @@ function streamAsClient(c: ChatCase, ids: ToolCallIds) {
   let final = prev;
   for (let i = 1; i <= chars.length; i++) {
     const current = ids.assign(
-      parseChatOutput(chars.slice(0, i).join(""), { ...options, isPartial: i < chars.length }),
+      parseChatOutput(chars.slice(0, i).join(""), {
+        ...options,
+        isPartial: i < chars.length || (c.isPartial ?? false),
+      }),
     );
     for (const delta of diffsToDeltas(computeDiffs(prev, current))) {
       assert.equal(Object.keys(delta).length, 1, JSON.stringify(delta));

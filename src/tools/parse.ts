@@ -68,6 +68,8 @@ export function parseChatOutput(text: string, options: ParseOptions): ParsedMess
     generationPrompt: options.enableThinking === false ? "" : options.generationPrompt,
     isPartial: partial,
     reasoningFormat,
+    // Qwen3.5 / Nemotron 3: a call ends the reasoning block (llama.cpp's thinking_end_tags)
+    endsBefore: format.name === "qwen3-coder" && syntax !== undefined ? ["<tool_call>"] : [],
   });
   const ctx: CallContext = { tools, partial };
   let body: { content: string; toolCalls: ToolCall[] };

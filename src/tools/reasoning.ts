@@ -26,6 +26,8 @@ export interface ReasoningSplitOptions {
   generationPrompt?: string;
   isPartial?: boolean;
   reasoningFormat?: ReasoningFormat;
+  /** Texts that end the block without its end tag and stay in the rest (a tool call's marker). */
+  endsBefore?: string[];
 }
 
 /** The length of the longest end of `text` that is a proper start of one of `markers`. */
@@ -58,38 +60,46 @@ function isSpace(c: string): boolean {
   return c === " " || c === "\n" || c === "\r" || c === "\t";
 }
 
-/** The reasoning (trimmed; "" when only whitespace) and the text after it. */
+/**
+ * The reasoning (trimmed; "" when only whitespace) and the text after it. With reasoning
+ * format `none`, nothing is split, and a block the prompt opened is given back to the
+ * content with its opening tag (as llama.cpp does).
+ */
 export function splitReasoning(
   text: string,
   options: ReasoningSplitOptions,
 ): { reasoning: string; rest: string } {
   const { start, end } = options;
   const partial = options.isPartial ?? false;
-  if ((options.reasoningFormat ?? "auto") === "none" || start === "" || end === "") {
-    return { reasoning: "", rest: text };
+  if (start === "" || end === "") return { reasoning: "", rest: text };
+  const prompt = options.generationPrompt ?? "";
+  const opened = promptOpensReasoning(prompt, start, end);
+  if ((options.reasoningFormat ?? "auto") === "none") {
+    return { reasoning: "", rest: opened ? prompt.slice(prompt.lastIndexOf(start)) + text : text };
   }
   let pos = 0;
-  while (pos < text.length && isSpace(text[pos])) pos++;
-  let open = promptOpensReasoning(options.generationPrompt ?? "", start, end);
-  if (text.startsWith(start, pos)) {
-    // the block opens here (or the model repeats the tag the prompt opened)
-    open = true;
-    pos += start.length;
-  } else if (partial && pos < text.length && start.startsWith(text.slice(pos))) {
-    return { reasoning: "", rest: "" };
-  } else if (!open) {
-    return { reasoning: "", rest: text };
-  } else {
-    pos = 0;
+  if (!opened) {
+    while (pos < text.length && isSpace(text[pos])) pos++;
+    if (text.startsWith(start, pos)) pos += start.length;
+    else if (partial && pos < text.length && start.startsWith(text.slice(pos))) {
+      return { reasoning: "", rest: "" };
+    } else return { reasoning: "", rest: text };
   }
-  const close = text.indexOf(end, pos);
+  // the block ends at its end tag (taken) or at text that ends it implicitly (kept: a call)
+  const stops = options.endsBefore ?? [];
+  let close = text.indexOf(end, pos);
+  let after = close < 0 ? -1 : close + end.length;
+  for (const s of stops) {
+    const at = text.indexOf(s, pos);
+    if (at >= 0 && (close < 0 || at < close)) {
+      close = at;
+      after = at;
+    }
+  }
   if (close < 0) {
-    const body = partial
-      ? text.slice(pos, text.length - partialMarkerLength(text, [end]))
-      : text.slice(pos);
-    return { reasoning: body.trim(), rest: "" };
+    const held = partial ? partialMarkerLength(text, [end, ...stops]) : 0;
+    return { reasoning: text.slice(pos, text.length - held).trim(), rest: "" };
   }
-  let after = close + end.length;
   while (after < text.length && isSpace(text[after])) after++;
   return { reasoning: text.slice(pos, close).trim(), rest: text.slice(after) };
 }
