@@ -19,6 +19,7 @@ import {
   checkToolChoice,
   checkTools,
   detectToolFormat,
+  generationPromptOf,
   type GrammarTrigger,
   parseChatOutput,
   type ToolChoice,
@@ -166,7 +167,7 @@ const FORMATS: FormatCase[] = [
   },
   {
     template: "google-gemma-2-2b-it.jinja",
-    call: (n, a) => `{"tool_calls": [{"name": "${n}", "arguments": ${a}}]}`,
+    call: (n, a) => `{"tool_call": {"name": "${n}", "arguments": ${a}}}`,
     before: "",
   },
 ];
@@ -397,4 +398,38 @@ Deno.test("format detection on llama.cpp's templates", () => {
     "<|START_THINKING|>",
     "<|END_THINKING|>",
   ]);
+});
+
+Deno.test("generic format: a response or a call under auto, only calls when required; several under tool_calls", () => {
+  const format = detectToolFormat(templateSource("google-gemma-2-2b-it.jinja"));
+  const auto = chatGenerationParams({ format, tools, toolChoice: "auto" });
+  assert.equal(auto.grammarLazy, false);
+  assert.ok(matches(auto.grammar, '{"response": "Hello, world!"}'));
+  const required = chatGenerationParams({ format, tools, toolChoice: "required" });
+  assert.ok(!matches(required.grammar, '{"response": "Hello, world!"}'));
+  const two = '{"tool_calls": [{"name": "special_function", "arguments": {"arg1": 1}}, ' +
+    '{"name": "special_function_with_opt", "arguments": {"arg1": 1, "arg2": 2}}]}';
+  const parallel = chatGenerationParams({
+    format,
+    tools,
+    toolChoice: "required",
+    parallelToolCalls: true,
+  });
+  assert.ok(matches(parallel.grammar, two));
+  assert.ok(!matches(required.grammar, two));
+  assert.deepEqual(parseChatOutput(two, { format, tools }).toolCalls.map((c) => c.name), [
+    "special_function",
+    "special_function_with_opt",
+  ]);
+  assert.deepEqual(parseChatOutput('{"response": "Hi"}', { format, tools }).content, "Hi");
+});
+
+Deno.test("the generation prompt is what add_generation_prompt adds", () => {
+  assert.equal(
+    generationPromptOf(
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+      "<|im_start|>user\nHi<|im_end|>\n",
+    ),
+    "<|im_start|>assistant\n",
+  );
 });

@@ -212,13 +212,45 @@ Deno.test("a malformed call or a call to an undeclared tool stays content, never
       '<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>',
       '<tool_call>\n{"name": "special_function", "arguments": {"arg1": 1}\n</tool_call>',
       "<tool_call>\nnot json at all\n</tool_call>",
-      '<tool_call>\n{"name": "special_function", "arguments": {"arg1": 1}}',
+      '<tool_call>\n{"name": "special_function", "arguments": {"arg1": ',
       '<tool_call>\n{"name": 42, "arguments": {}}</tool_call>',
     ]
   ) {
     const msg = parseChatOutput("Sure. " + text, { format: hermes, tools });
     assert.deepEqual(msg, { content: "Sure. " + text, reasoningContent: "", toolCalls: [] }, text);
   }
+  // a whole call whose closing tag never came (the model stopped) is still a call
+  const unclosed = parseChatOutput(
+    'Sure. <tool_call>\n{"name": "special_function", "arguments": {"arg1": 1}}',
+    {
+      format: hermes,
+      tools,
+    },
+  );
+  assert.deepEqual(unclosed.toolCalls, [{
+    id: "",
+    name: "special_function",
+    arguments: '{"arg1": 1}',
+  }]);
+  assert.equal(unclosed.content, "Sure. ");
+  // a stream whose call turns out malformed at the end: no error, the call is not taken back
+  const cut = parseChatOutput('<tool_call>\n{"name": "special_function", "arguments": {"a', {
+    format: hermes,
+    tools,
+    isPartial: true,
+  });
+  const final = parseChatOutput('<tool_call>\n{"name": "special_function", "arguments": {"a', {
+    format: hermes,
+    tools,
+  });
+  assert.equal(cut.toolCalls.length, 1);
+  assert.equal(final.toolCalls.length, 0);
+  assert.deepEqual(computeDiffs(cut, final), [{
+    reasoningContentDelta: "",
+    contentDelta: final.content,
+    toolCallIndex: -1,
+    toolCallDelta: { id: "", name: "", arguments: "" },
+  }]);
 });
 
 Deno.test("while streaming, text that may start a marker is held back, and a cut call shows its arguments so far", () => {

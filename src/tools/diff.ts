@@ -39,15 +39,22 @@ export interface ChunkDelta {
   }[];
 }
 
-/** What `current` adds to `last` ("" when `current` is a prefix of `last`: a stop string was cut). */
+/**
+ * What `current` adds to `last`: "" when `current` is a prefix of `last` (a stop string was
+ * cut) — and, where llama.cpp throws, when `current` does not extend `last` at all (what was
+ * streamed cannot be taken back; the final message still has the whole text).
+ */
 function stringDiff(last: string, current: string): string {
   if (last === "") return current;
   if (current.startsWith(last)) return current.slice(last.length);
-  if (last.startsWith(current)) return "";
-  throw new Error(`Invalid diff: '${last}' not found at start of '${current}'`);
+  return "";
 }
 
-/** The changes from `prev` to `next` (each a later parse of the same growing text). */
+/**
+ * The changes from `prev` to `next` (each a later parse of the same growing text). Never
+ * throws: where llama.cpp throws ("Invalid diff": fewer calls, a renamed call, text that does
+ * not extend what was streamed), the change that cannot be streamed is left out.
+ */
 export function computeDiffs(prev: ParsedMessage, next: ParsedMessage): MessageDiff[] {
   const diffs: MessageDiff[] = [];
   const empty = (): MessageDiff => ({
@@ -65,15 +72,13 @@ export function computeDiffs(prev: ParsedMessage, next: ParsedMessage): MessageD
   if (prev.content !== next.content) {
     diffs.push({ ...empty(), contentDelta: stringDiff(prev.content, next.content) });
   }
-  if (next.toolCalls.length < prev.toolCalls.length) {
-    throw new Error("Invalid diff: now finding less tool calls!");
-  }
+  if (next.toolCalls.length < prev.toolCalls.length) return diffs;
   if (prev.toolCalls.length > 0) {
     const idx = prev.toolCalls.length - 1;
     const p = prev.toolCalls[idx];
     const n = next.toolCalls[idx];
     if (p.name !== n.name && p.name !== "" && n.name !== "" && !n.name.startsWith(p.name)) {
-      throw new Error("Invalid diff: tool call mismatch!");
+      return diffs;
     }
     const args = stringDiff(p.arguments, n.arguments);
     if (args !== "" || p.id !== n.id || p.name !== n.name) {

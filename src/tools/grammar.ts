@@ -271,9 +271,12 @@ function sectionRule(format: ToolFormatName, call: string, parallel: boolean): s
     case "deepseek-v3.1":
       return `"<｜tool▁calls▁begin｜>" ${many("")} "<｜tool▁calls▁end｜>"`;
     case "generic":
-      return `"{" ${sp} "\\"tool_calls\\"" ${sp} ":" ${sp} "[" ${sp} ${
-        many(`"," ${sp}`)
-      } ${sp} "]" ${sp} "}"`;
+      // llama.cpp's former generic format: one call under "tool_call", several under "tool_calls"
+      return parallel
+        ? `"{" ${sp} "\\"tool_calls\\"" ${sp} ":" ${sp} "[" ${sp} ${
+          many(`"," ${sp}`)
+        } ${sp} "]" ${sp} "}"`
+        : `"{" ${sp} "\\"tool_call\\"" ${sp} ":" ${sp} ${call} ${sp} "}"`;
     default:
       throw new Error(`no section grammar for the format ${format}`);
   }
@@ -353,6 +356,25 @@ const PRESERVED: Partial<Record<ToolFormatName, string[]>> = {
 };
 PRESERVED["deepseek-v3.1"] = PRESERVED["deepseek-r1"];
 
+/**
+ * The system message llama.cpp's generic format adds for a template that renders no tool
+ * calls (the template's renderer also lists the tools for the model).
+ */
+export const GENERIC_TOOLS_SYSTEM_PROMPT =
+  "Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the user's request";
+
+/**
+ * The generation prompt: what rendering with `add_generation_prompt` adds to rendering
+ * without it (llama.cpp's `common_chat_template_generation_prompt`: the text after their
+ * common prefix).
+ */
+export function generationPromptOf(withPrompt: string, withoutPrompt: string): string {
+  let n = 0;
+  const max = Math.min(withPrompt.length, withoutPrompt.length);
+  while (n < max && withPrompt[n] === withoutPrompt[n]) n++;
+  return withPrompt.slice(n);
+}
+
 /** The generation parameters of a request (see the module documentation). Throws `SchemaError`. */
 export function chatGenerationParams(options: ChatParamsOptions): ChatGenerationParams {
   const { format } = options;
@@ -374,7 +396,12 @@ export function chatGenerationParams(options: ChatParamsOptions): ChatGeneration
     preservedTokens: [...new Set(preserved)],
     additionalStops: format.name === "gpt-oss" ? ["<|call|>"] : [],
     thinkingStartTag: format.thinkingStart,
-    thinkingEndTags: format.thinkingEnd === "" ? [] : [format.thinkingEnd],
+    thinkingEndTags: format.thinkingEnd === ""
+      ? []
+      // Qwen3.5 / Nemotron 3: a call also ends the reasoning block (llama.cpp's end tags)
+      : format.name === "qwen3-coder"
+      ? [format.thinkingEnd, "<tool_call>"]
+      : [format.thinkingEnd],
     generationPrompt,
     toolNames: tools.map((t) => t.function.name),
     parallelToolCalls: options.parallelToolCalls ?? false,

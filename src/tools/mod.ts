@@ -30,7 +30,13 @@ export {
   toolCallIdGenerator,
   ToolCallIds,
 } from "./diff.ts";
-export { chatGenerationParams, type ChatParamsOptions, excludingText } from "./grammar.ts";
+export {
+  chatGenerationParams,
+  type ChatParamsOptions,
+  excludingText,
+  generationPromptOf,
+  GENERIC_TOOLS_SYSTEM_PROMPT,
+} from "./grammar.ts";
 export { parseChatOutput, type ParseOptions } from "./parse.ts";
 export {
   checkParallelToolCalls,

@@ -91,6 +91,18 @@ function stripMarkup(content: string, markup: string[], partial: boolean): strin
   return content;
 }
 
+/** True when there are calls and each one's arguments are a whole JSON object. */
+function wholeCalls(calls: ToolCall[]): boolean {
+  return calls.length > 0 && calls.every((c) => {
+    try {
+      const v = JSON.parse(c.arguments);
+      return v !== null && typeof v === "object" && !Array.isArray(v);
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Content with the call sections of `syntax` taken out. */
 function parseSections(
   text: string,
@@ -128,8 +140,14 @@ function parseSections(
       break;
     }
     const section = syntax.section(text, at, ctx);
+    if (section !== undefined && !section.complete && !ctx.partial && wholeCalls(section.calls)) {
+      // a final text that ends before the section's closing markup: its calls are whole
+      content += text.slice(pos, at);
+      calls.push(...section.calls);
+      break;
+    }
     if (section === undefined || (!section.complete && !ctx.partial)) {
-      // malformed (or cut in a final text): the rest stays content
+      // malformed (or cut inside a call): the rest stays content
       content += text.slice(pos);
       break;
     }
