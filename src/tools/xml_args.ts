@@ -69,9 +69,11 @@ function trimValue(v: string): string {
   return v;
 }
 
+/** The text itself when it is JSON (kept as written, as JSON arguments are), else undefined. */
 function asJson(text: string): string | undefined {
   try {
-    return JSON.stringify(JSON.parse(text));
+    JSON.parse(text);
+    return text;
   } catch {
     return undefined;
   }
