@@ -58,8 +58,3 @@ export function detectToolFormat(source: string): ToolFormat {
   const [thinkingStart, thinkingEnd] = thinkingTags(source, name);
   return { name, thinkingStart, thinkingEnd };
 }
-
-/** The format used when a request has no tools (reasoning is still split). */
-export function contentOnlyFormat(format: ToolFormat): ToolFormat {
-  return { ...format, name: "content-only" };
-}

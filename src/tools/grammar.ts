@@ -403,10 +403,11 @@ export function chatGenerationParams(options: ChatParamsOptions): ChatGeneration
       ? [format.thinkingEnd, "<tool_call>"]
       : [format.thinkingEnd],
     generationPrompt,
+    tools,
     toolNames: tools.map((t) => t.function.name),
     parallelToolCalls: options.parallelToolCalls ?? false,
   };
-  if (tools.length === 0 || format.name === "content-only") return params;
+  if (tools.length === 0) return params;
   const parallel = params.parallelToolCalls && typeof choice !== "object";
   const { rules, calls } = callRules(format.name, tools);
   const call = rules.addRule("tool-call", calls.join(" | "));
@@ -450,7 +451,7 @@ function reasoningPrefix(
     );
     return "reasoning? ";
   }
-  if (format.thinkingStart === "" || format.name === "content-only") return "";
+  if (format.thinkingStart === "") return "";
   const body = rules.addRule("reasoning-text", excludingText(format.thinkingEnd));
   if (
     enableThinking &&

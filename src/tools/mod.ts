@@ -1,10 +1,23 @@
 /**
- * Tool calling and reasoning for chat templates, as llama.cpp's `common/chat` handles them:
- * the tool-call format of a template (`detectToolFormat`), the generation parameters of a
- * request (`chatGenerationParams`: grammar, lazy triggers, preserved tokens, stops), the
- * parsed message of generated text (`parseChatOutput`: content, reasoning, calls; also cut
- * short while streaming) and the streamed deltas between parses (`computeDiffs`,
- * `diffsToDeltas`).
+ * Tool calling and reasoning for chat templates, as llama.cpp 2026-10's `common/chat` handles
+ * them, for every format it names (Hermes 2 Pro / Qwen 2.5 / Qwen 3, Qwen3-Coder, Llama 3.x,
+ * Mistral Nemo and Small, Functionary v3.1 and v3.2, FireFunction v2, Command R7B, DeepSeek R1
+ * and V3.1, Granite, gpt-oss, and a generic JSON format for templates without tool calls).
+ * Pure TypeScript: no model, no template rendering.
+ *
+ * A request with tools, step by step:
+ * 1. `checkTools(body.tools)`, `checkToolChoice(body.tool_choice, tools)`,
+ *    `checkParallelToolCalls(body.parallel_tool_calls)` (a `ToolRequestError` names the field);
+ * 2. `detectToolFormat(templateSource)`;
+ * 3. the prompt is rendered with the tools; `generationPromptOf(withPrompt, withoutPrompt)`;
+ * 4. `chatGenerationParams({format, tools, toolChoice, parallelToolCalls, generationPrompt,
+ *    enableThinking})` (a `SchemaError` names the tool and keyword): the grammar, lazy or not,
+ *    its triggers (matched on the generation prompt followed by the generated text), the
+ *    tokens to keep whole, extra stops, the reasoning tags;
+ * 5. while streaming, after each token: `ids.assign(parseChatOutput(text, {format, tools:
+ *    params.tools, isPartial: true, generationPrompt, enableThinking, reasoningFormat}))` and
+ *    `diffsToDeltas(computeDiffs(previous, current))` (one `ToolCallIds` per response, made
+ *    with `toolCallIdGenerator(format.name)`); at the end the same with `isPartial: false`.
  *
  * @example
  * ```ts
@@ -20,7 +33,7 @@
  *
  * @module
  */
-export { contentOnlyFormat, detectToolFormat } from "./detect.ts";
+export { detectToolFormat } from "./detect.ts";
 export {
   type ChunkDelta,
   computeDiffs,

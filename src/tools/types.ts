@@ -59,7 +59,6 @@ export type ReasoningFormat = "none" | "auto" | "deepseek";
 
 /** The tool-call formats `detectToolFormat` recognises. */
 export type ToolFormatName =
-  | "content-only"
   | "generic"
   | "hermes"
   | "qwen3-coder"
@@ -100,7 +99,9 @@ export interface ChatGenerationParams {
   thinkingEndTags: string[];
   /** The text the template adds for the assistant turn (parsing starts after it). */
   generationPrompt: string;
-  /** The tools the parser accepts calls to (after `tool_choice`), [] for none. */
+  /** The tools calls may name after `tool_choice` ([] for `none`): give them to the parser. */
+  tools: ToolDefinition[];
+  /** Their names. */
   toolNames: string[];
   parallelToolCalls: boolean;
 }
