@@ -304,6 +304,28 @@ Deno.test("reasoning: Qwen 3's <think> block, opened by the model or by the prom
   assert.deepEqual(msg.toolCalls, [{ id: "", name: "special_function", arguments: '{"arg1": 1}' }]);
 });
 
+Deno.test("raw code after <|python_tag|> is a python call, streamed as it grows", () => {
+  const format = detectToolFormat(templateSource("meetkai-functionary-medium-v3.1.jinja"));
+  const text = "<|python_tag|>import math\nprint(math.pi)\n";
+  const c: ChatCase = {
+    template: "meetkai-functionary-medium-v3.1.jinja",
+    input: text,
+    tools: [T.pythonTool],
+    expect: { calls: [["python", JSON.stringify({ code: "import math\nprint(math.pi)" })]] },
+  };
+  runCase(c);
+  assert.equal(
+    parseChatOutput(text, { format, tools: [T.pythonTool] }).toolCalls[0].arguments,
+    c.expect.calls![0][1],
+  );
+});
+
+Deno.test("gpt-oss: text that is not harmony stays content; a header being written shows nothing", () => {
+  const format = detectToolFormat(templateSource("openai-gpt-oss-120b.jinja"));
+  assert.equal(parseChatOutput("Just text.", { format }).content, "Just text.");
+  assert.equal(parseChatOutput("<|channel|>fin", { format, isPartial: true }).content, "");
+});
+
 Deno.test("tool-call ids: 9 alphanumeric characters for Mistral's formats, 32 otherwise", () => {
   assert.match(toolCallIdGenerator("mistral-nemo")(), /^[A-Za-z0-9]{9}$/);
   assert.match(toolCallIdGenerator("mistral-small")(), /^[A-Za-z0-9]{9}$/);

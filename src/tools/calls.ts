@@ -153,12 +153,21 @@ function pythonTagSection(text: string, at: number, ctx: CallContext): Section |
     return jsonObjectSection("<|python_tag|>", "")(text, at, ctx);
   }
   if (!ctx.tools.has("python")) return undefined;
-  const code = ctx.partial ? body : body.trim();
   return {
-    calls: [{ id: "", name: "python", arguments: JSON.stringify({ code }) }],
+    calls: [{ id: "", name: "python", arguments: codeArguments(body, !ctx.partial) }],
     end: text.length,
     complete: !ctx.partial,
   };
+}
+
+/**
+ * `{"code": …}` for raw code; while it is written, without the closing quote and brace
+ * (and without trailing whitespace, which the whole code drops), so that it only grows.
+ */
+export function codeArguments(code: string, complete: boolean): string {
+  const text = code.trimStart().trimEnd();
+  const quoted = JSON.stringify(text);
+  return complete ? `{"code":${quoted}}` : `{"code":${quoted.slice(0, -1)}`;
 }
 
 /** A literal step that fails the section on "no" and ends it (cut) on "cut". */

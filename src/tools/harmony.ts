@@ -25,7 +25,11 @@ export function parseHarmony(
     // the header: [<|start|>assistant] [ to=R] <|channel|>CH [ to=R] [ <|constrain|>X] <|message|>
     if (text.startsWith("<|start|>", pos)) pos += "<|start|>".length;
     const headerEnd = text.indexOf("<|message|>", pos);
-    if (headerEnd < 0) break; // the header is still being written (or the text is not harmony)
+    if (headerEnd < 0) {
+      // a header still being written; in a final text, text that is not harmony is content
+      if (!partial) out.content += text.slice(pos);
+      break;
+    }
     const header = text.slice(pos, headerEnd);
     const channels = [...header.matchAll(/<\|channel\|>\s*([A-Za-z_]+)/g)].map((m) => m[1]);
     const channel = channels.at(-1) ?? "final";

@@ -17,7 +17,7 @@
  *
  * @module
  */
-import { CALL_SYNTAX, type CallContext, type CallSyntax } from "./calls.ts";
+import { CALL_SYNTAX, type CallContext, type CallSyntax, codeArguments } from "./calls.ts";
 import { parseHarmony } from "./harmony.ts";
 import { member, scanJson, skipSpace } from "./json_scan.ts";
 import { partialMarkerLength, splitReasoning } from "./reasoning.ts";
@@ -206,7 +206,11 @@ function parseRecipients(
         continue;
       }
       if (recipient === "python") {
-        calls.push({ id: "", name: "python", arguments: JSON.stringify({ code: bodyText }) });
+        calls.push({
+          id: "",
+          name: "python",
+          arguments: codeArguments(bodyText, !(last && ctx.partial)),
+        });
         continue;
       }
     }
