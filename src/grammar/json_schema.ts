@@ -93,7 +93,7 @@
  *
  * @module
  */
-import { SchemaConverter } from "./_json_schema_converter.ts";
+import { formatLiteral, SchemaConverter } from "./_json_schema_converter.ts";
 import { SchemaBuilder } from "./_json_schema_nodes.ts";
 
 export {
@@ -142,4 +142,46 @@ export function jsonSchemaToGrammar(
  */
 export function jsonObjectGrammar(): string {
   return jsonSchemaToGrammar({ type: "object" });
+}
+
+/**
+ * Several schemas' rules in one grammar, each under its own rule-name prefix, beside
+ * hand-written rules (the tool-call grammars: one arguments schema per tool, inside the
+ * format's markup). The rules are the ones `jsonSchemaToGrammar` writes for each schema,
+ * named from the prefix instead of `root`; shared primitives (`space`, `string`, …) are
+ * written once.
+ *
+ * ```ts
+ * import { SchemaRules } from "./json_schema.ts";
+ * const rules = new SchemaRules();
+ * const args = rules.addSchema("get-time-args", { type: "object", properties: { city: { type: "string" } } });
+ * rules.addRule("root", `"<call>" space ${args} "</call>"`);
+ * const gbnf = rules.format();
+ * ```
+ */
+export class SchemaRules {
+  readonly #converter = new SchemaConverter({ dotall: false, propOrder: [] });
+
+  /** Adds the rules of `schema` named from `name`; returns the rule to reference. Throws `SchemaError`. */
+  addSchema(name: string, schema: unknown): string {
+    if (name === "" || name === "root") {
+      throw new RangeError(`a schema's rule name cannot be "${name}"`);
+    }
+    return this.#converter.visit(new SchemaBuilder(schema).build(), name);
+  }
+
+  /** Adds the rule `name ::= body` (renamed `name0`, … when the name holds another body); returns its name. */
+  addRule(name: string, body: string): string {
+    return this.#converter.addRule(name, body);
+  }
+
+  /** The grammar: every rule, sorted by name. */
+  format(): string {
+    return this.#converter.format();
+  }
+}
+
+/** A GBNF string literal for `text` (quotes, backslashes and line breaks escaped). */
+export function gbnfLiteral(text: string): string {
+  return formatLiteral(text);
 }

@@ -23,7 +23,13 @@ export {
   grammarConstraint,
 } from "./constraint.ts";
 export { type Grammar, GrammarError, MAX_REPETITION, parseGbnf } from "./gbnf.ts";
-export { jsonObjectGrammar, jsonSchemaToGrammar, SchemaError } from "./json_schema.ts";
+export {
+  gbnfLiteral,
+  jsonObjectGrammar,
+  jsonSchemaToGrammar,
+  SchemaError,
+  SchemaRules,
+} from "./json_schema.ts";
 export {
   type CompiledTriggers,
   type GrammarTrigger,
