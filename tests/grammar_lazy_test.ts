@@ -187,3 +187,36 @@ Deno.test("lazy grammar: a word that is one special token triggers on that token
     model.close();
   }
 });
+
+Deno.test("lazy grammar: a prefix (the generation prompt) starts the trigger buffer, fed to the grammar only from the trigger on", () => {
+  const model = Model.load(SMOLLM2_Q4_1);
+  try {
+    const tokenizer = Tokenizer.fromGguf(model.gguf);
+    const encode = (s: string) => tokenizer.encode(s, { addSpecial: false, parseSpecial: true });
+    const grammar = compileGrammar(String.raw`root ::= "{\"name\": \"" [a-z]+ "\"}"`, tokenizer);
+    const triggers = compileGrammarTriggers(
+      [{ kind: "pattern_full", value: String.raw`assistant\n\s*(\{\s*"name")[\s\S]*` }],
+      tokenizer,
+    );
+    // the pattern only matches with the prefix in front
+    const lazy = new LazyGrammarConstraint(grammar, triggers, "assistant\n");
+    for (const t of encode(`{"name"`)) lazy.accept(t);
+    assert.ok(!lazy.awaitingTrigger);
+    assert.ok(lazy.allows(encode(":")[0]));
+    assert.ok(!lazy.allows(encode(" hello")[0]));
+    const none = new LazyGrammarConstraint(grammar, triggers);
+    for (const t of encode(`{"name"`)) none.accept(t);
+    assert.ok(none.awaitingTrigger);
+    // a trigger inside the prefix feeds the prefix's text from there, as no token's
+    const inPrefix = new LazyGrammarConstraint(
+      grammar,
+      compileGrammarTriggers([{ kind: "word", value: `{"na` }], tokenizer),
+      `x {"na`,
+    );
+    inPrefix.accept(encode("me")[0]);
+    assert.ok(!inPrefix.awaitingTrigger);
+    assert.ok(inPrefix.allows(encode(`"`)[0]));
+  } finally {
+    model.close();
+  }
+});

@@ -142,14 +142,19 @@ export function compileGrammarTriggers(
   });
 }
 
-/** A compiled grammar's processor for one sequence: lazy when `triggers` are given. */
+/**
+ * A compiled grammar's processor for one sequence: lazy when `triggers` are
+ * given, its trigger buffer starting with `triggerPrefix` (see
+ * {@linkcode LazyGrammarConstraint}).
+ */
 export function constraintProcessor(
   grammar: CompiledGrammar,
   triggers?: CompiledTriggers,
+  triggerPrefix = "",
 ): GrammarConstraint | LazyGrammarConstraint {
   return triggers === undefined
     ? new GrammarConstraint(grammar)
-    : new LazyGrammarConstraint(grammar, triggers);
+    : new LazyGrammarConstraint(grammar, triggers, triggerPrefix);
 }
 
 /**

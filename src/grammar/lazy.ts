@@ -158,9 +158,20 @@ export class LazyGrammarConstraint implements LogitProcessor {
   #tokens: number[] = [];
   #starts: number[] = [];
 
-  constructor(grammar: CompiledGrammar, triggers: CompiledTriggers) {
+  /**
+   * `prefix`: text the buffer starts with, before the first generated token
+   * (the chat template's generation prompt, which some formats' trigger
+   * patterns begin with); fed to the grammar, as no token's, only when a
+   * trigger starts inside it.
+   */
+  constructor(grammar: CompiledGrammar, triggers: CompiledTriggers, prefix = "") {
     this.matcher = grammar.matcher();
     this.#triggers = triggers;
+    if (prefix !== "") {
+      this.#tokens.push(-1);
+      this.#starts.push(0);
+      this.#buffer = binary(prefix);
+    }
   }
 
   /** True while no trigger has appeared (every token is allowed). */

@@ -774,11 +774,12 @@ export class GrammarMatcher {
   /**
    * Advances over `piece` as the text of token `id`: a lazy grammar replays
    * the tail of the token its trigger starts in (llama.cpp's
-   * `llama_grammar_accept_token` with a partial piece). Throws
+   * `llama_grammar_accept_token` with a partial piece); `id` -1: text that
+   * is no token's (it matches no token reference). Throws
    * {@linkcode GrammarError} when the piece does not continue the grammar.
    */
   acceptPiece(id: number, piece: Uint8Array): void {
-    if (this.grammar.trie.kind[id] === TokenKind.EOG) return this.accept(id);
+    if (id >= 0 && this.grammar.trie.kind[id] === TokenKind.EOG) return this.accept(id);
     this.#acceptPiece(id, piece);
   }
 
@@ -787,7 +788,7 @@ export class GrammarMatcher {
     const cps = this.#scratch;
     const partial = decodeUtf8(piece, this.#partial, cps);
     const out = new Set<number>();
-    if (this.#partial.remain === 0) g.tokenStep(state, id, out);
+    if (this.#partial.remain === 0 && id >= 0) g.tokenStep(state, id, out);
     if (partial.remain >= 0) {
       if (cps.length === 0) {
         g.charStacks(state, out);

@@ -72,6 +72,8 @@ export interface GenerateInput {
   grammar?: string;
   /** Makes `grammar` lazy: free text until one of these appears (tool calls). */
   grammarTriggers?: GrammarTrigger[];
+  /** Text the lazy grammar's trigger buffer starts with (the chat's generation prompt). */
+  triggerPrefix?: string;
 }
 
 /** The tokenizer calls the backend needs beyond the scheduler's. */
@@ -220,6 +222,7 @@ export class LocalBackend implements Backend {
       logitBias: input.logitBias,
       grammar: input.grammar,
       grammarTriggers: input.grammarTriggers,
+      triggerPrefix: input.triggerPrefix,
     }, (event) => {
       if (live) onEvent(event);
     });

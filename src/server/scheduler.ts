@@ -72,6 +72,8 @@ export interface SequenceParams {
   grammar?: string;
   /** Makes `grammar` lazy: each choice is free until one of these appears in it (tool calls). */
   grammarTriggers?: readonly GrammarTrigger[];
+  /** Text the lazy grammar's trigger buffer starts with (the chat's generation prompt). */
+  triggerPrefix?: string;
 }
 
 /** A token and its log-probability. */
@@ -261,7 +263,7 @@ export class Scheduler {
         // a grammar's state is per choice
         const processors = grammar === undefined
           ? shared
-          : [...shared, constraintProcessor(grammar, triggers)];
+          : [...shared, constraintProcessor(grammar, triggers, params.triggerPrefix)];
         request.sequences.push(this.#sequence(request, i, processors));
       }
     } catch (error) {
