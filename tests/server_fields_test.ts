@@ -48,16 +48,13 @@ Deno.test({
       const api = client(server.url);
       const messages = [{ role: "user" as const, content: "Hi" }];
       const chat: [string, Record<string, unknown>][] = [
-        ["tools", {
-          tools: [{ type: "function", function: { name: "f", parameters: {} } }],
-        }],
-        ["tool_choice", { tool_choice: "auto" }],
+        ["tool_choice", { tool_choice: "required" }], // without tools
         ["functions", { functions: [{ name: "f", parameters: {} }] }],
         ["function_call", { function_call: "auto" }],
         ["mirostat", { mirostat: 2 }],
         ["n_probs", { n_probs: 3 }],
         ["typical_p", { typical_p: 0.5 }],
-        ["reasoning_effort", { reasoning_effort: "low" }],
+        ["reasoning_effort", { reasoning_effort: 3 }],
         ["store", { store: true }],
         ["audio", { audio: { voice: "alloy", format: "wav" } }],
         ["suffix", { suffix: "The end." }],

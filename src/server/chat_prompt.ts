@@ -15,13 +15,19 @@
  *
  * @module
  */
-import { ChatTemplate } from "../chat/mod.ts";
+import { type ChatMessage, ChatTemplate } from "../chat/mod.ts";
+import type { GrammarTrigger } from "../grammar/mod.ts";
+import {
+  chatGenerationParams,
+  detectToolFormat,
+  generationPromptOf,
+  type ParseOptions,
+  type ReasoningFormat,
+  type ToolChoice,
+  type ToolDefinition,
+} from "../tools/mod.ts";
 
-/** One chat message (OpenAI's shape, text content). */
-export interface ChatMessage {
-  role: string;
-  content: string;
-}
+export type { ChatMessage };
 
 /** Renders a conversation to prompt text. */
 export type ChatRenderer = (
@@ -40,12 +46,120 @@ export function chatRenderer(
     addEos?: boolean;
   },
 ): ChatRenderer {
-  const template = ChatTemplate.fromSpec(tokens.source ?? "chatml", {
-    bosToken: tokens.bosToken,
-    eosToken: tokens.eosToken,
-    addBos: tokens.addBos,
-    addEos: tokens.addEos,
-  });
+  const template = templateOf(tokens);
   return (messages, addGenerationPrompt, enableThinking) =>
     template.render(messages, { addGenerationPrompt, enableThinking });
+}
+
+/** What a chat request asks of the template and the output's parser. */
+export interface ChatRequestInput {
+  /** OpenAI messages (the template validates them). */
+  messages: readonly ChatMessage[];
+  tools?: readonly ToolDefinition[];
+  toolChoice?: ToolChoice;
+  parallelToolCalls?: boolean;
+  /** `chat_template_kwargs`. */
+  chatTemplateKwargs?: Readonly<Record<string, unknown>>;
+  /** `enable_thinking` when the request decides it (structured output, `reasoning_effort: "none"`). */
+  enableThinking?: boolean;
+  /** How reasoning is returned (`reasoning_format`; default `auto`: apart, as `reasoning_content`). */
+  reasoningFormat?: ReasoningFormat;
+}
+
+/**
+ * A chat request made ready to generate: the prompt text, the constraint its
+ * tool calls need (a grammar, lazy under `tool_choice: "auto"`), the extra
+ * stop strings of its format, and how to parse the output into content,
+ * reasoning and tool calls (llama.cpp's `common_chat_templates_apply`).
+ */
+export interface ChatPlan {
+  prompt: string;
+  grammar?: string;
+  grammarTriggers?: GrammarTrigger[];
+  /** The lazy grammar's trigger buffer starts with the generation prompt. */
+  triggerPrefix?: string;
+  stops: string[];
+  /** The options of the output's parser (`ChatOutputStream`). */
+  output: Omit<ParseOptions, "isPartial">;
+}
+
+/**
+ * Plans a chat request on `template`. Throws the chat module's
+ * `ChatInputError` / `ChatTemplateError` (bad messages, a template that
+ * raises) and the grammar's `SchemaError` (a tool schema that cannot be
+ * enforced).
+ */
+export function planChat(template: ChatTemplate, input: ChatRequestInput): ChatPlan {
+  const format = detectToolFormat(template.source);
+  const tools = input.tools !== undefined && input.tools.length > 0 ? input.tools : undefined;
+  const options = {
+    tools,
+    chatTemplateKwargs: input.chatTemplateKwargs,
+    enableThinking: input.enableThinking,
+  };
+  const prompt = template.render(input.messages, { ...options, addGenerationPrompt: true });
+  const last = input.messages[input.messages.length - 1];
+  // The text the template adds for the assistant's turn: what parsing starts after (a
+  // continued assistant message renders no generation prompt).
+  const generationPrompt = last?.role === "assistant" ||
+      (format.thinkingStart === "" && tools === undefined)
+    ? ""
+    : generationPromptOf(
+      prompt,
+      template.render(input.messages, { ...options, addGenerationPrompt: false }),
+    );
+  const kwargThinking = input.chatTemplateKwargs?.enable_thinking;
+  const enableThinking = typeof kwargThinking === "boolean"
+    ? kwargThinking
+    : input.enableThinking ?? template.supportsThinking;
+  const params = chatGenerationParams({
+    format,
+    tools,
+    toolChoice: input.toolChoice,
+    parallelToolCalls: input.parallelToolCalls,
+    generationPrompt,
+    enableThinking,
+  });
+  const plan: ChatPlan = {
+    prompt,
+    stops: params.additionalStops,
+    output: {
+      format,
+      tools: params.tools,
+      generationPrompt,
+      enableThinking,
+      reasoningFormat: input.reasoningFormat ?? "auto",
+    },
+  };
+  if (params.grammar !== "") {
+    plan.grammar = params.grammar;
+    if (params.grammarLazy) {
+      plan.grammarTriggers = params.grammarTriggers;
+      plan.triggerPrefix = generationPrompt;
+    }
+  }
+  return plan;
+}
+
+const templates = new WeakMap<object, ChatTemplate>();
+
+/** The template of a model's chat info (compiled once per info object). */
+export function templateOf(info: {
+  source?: string;
+  bosToken: string;
+  eosToken: string;
+  addBos?: boolean;
+  addEos?: boolean;
+}): ChatTemplate {
+  let t = templates.get(info);
+  if (t === undefined) {
+    t = ChatTemplate.fromSpec(info.source ?? "chatml", {
+      bosToken: info.bosToken,
+      eosToken: info.eosToken,
+      addBos: info.addBos,
+      addEos: info.addEos,
+    });
+    templates.set(info, t);
+  }
+  return t;
 }

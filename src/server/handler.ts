@@ -30,6 +30,10 @@ import {
   withSystem,
 } from "./protocol.ts";
 import type { SequenceEvent, TokenLogprob } from "./scheduler.ts";
+import { type ChatPlan, planChat, templateOf } from "./chat_prompt.ts";
+import { ChatInputError, ChatTemplateError } from "../chat/mod.ts";
+import { SchemaError } from "../grammar/mod.ts";
+import { ChatOutputStream, type ChunkDelta, type ParsedMessage } from "../tools/mod.ts";
 
 /** Options of an {@linkcode ApiHandler}. */
 export interface HandlerOptions {
@@ -333,6 +337,35 @@ export class ApiHandler {
     }
   }
 
+  /**
+   * A chat request's prompt, tool-call constraint and stops, from the
+   * model's template (rendered here, on the HTTP thread); `parsed.input` is
+   * set to generate from the rendered text.
+   */
+  #plan(parsed: ParsedRequest): ChatPlan {
+    let plan: ChatPlan;
+    try {
+      plan = planChat(templateOf(this.backend.info.chat), parsed.chat!);
+    } catch (error) {
+      if (error instanceof SchemaError) throw new ApiError(400, `tools: ${error.message}`, "tools");
+      if (error instanceof ChatInputError) throw new ApiError(400, error.message, "messages");
+      if (error instanceof ChatTemplateError) {
+        throw new ApiError(400, `chat template: ${error.message}`, "messages");
+      }
+      throw error;
+    }
+    const input = parsed.input;
+    parsed.input = {
+      ...input,
+      prompt: { text: plan.prompt },
+      stop: [...input.stop, ...plan.stops],
+      grammar: input.grammar ?? plan.grammar,
+      grammarTriggers: plan.grammarTriggers,
+      triggerPrefix: plan.triggerPrefix,
+    };
+    return plan;
+  }
+
   async #generate(request: Request, kind: "chat" | "completion"): Promise<Response> {
     if (this.#draining) {
       return this.#error(new ApiError(503, "the server is shutting down", null, "unavailable"), {
@@ -346,6 +379,7 @@ export class ApiHandler {
     const parsed = kind === "chat"
       ? parseChatRequest(json, defaults, limits)
       : parseCompletionRequest(json, defaults, limits);
+    const plan = parsed.chat === undefined ? undefined : this.#plan(parsed);
     const capacity = this.backend.info.slotCount + this.#queueLimit;
     if (this.#inFlight >= capacity) {
       return this.#error(
@@ -387,7 +421,7 @@ export class ApiHandler {
         queue.push({ type: "error", status: 499, message: "the client closed the request" });
       };
       request.signal?.addEventListener("abort", abort, { once: true });
-      const reply = new Reply(kind, parsed, first.promptTokens, this.backend.info.id);
+      const reply = new Reply(kind, parsed, first.promptTokens, this.backend.info.id, plan?.output);
       if (parsed.stream) return this.#stream(reply, queue, abort, end);
       for (;;) {
         const e = await queue.next();
@@ -481,6 +515,10 @@ interface Choice {
   completionTokens: number;
   /** Chat streams: the `role` delta went out. */
   sentRole: boolean;
+  /** Chat: the output parsed into content, reasoning and tool calls as it grows. */
+  output?: ChatOutputStream;
+  /** Chat: the final message (set at `done`). */
+  message?: ParsedMessage;
 }
 
 /** Builds one request's response (its n choices): the whole object, or its SSE chunks. */
@@ -499,6 +537,7 @@ class Reply {
     readonly request: ParsedRequest,
     readonly promptTokens: number,
     modelId: string,
+    output?: ChatPlan["output"],
   ) {
     this.id = randomId(kind === "chat" ? "chatcmpl-" : "cmpl-");
     this.model = request.model ?? modelId;
@@ -508,6 +547,7 @@ class Reply {
       finishReason: null,
       completionTokens: 0,
       sentRole: false,
+      output: output === undefined ? undefined : new ChatOutputStream(output),
     }));
   }
 
@@ -522,16 +562,29 @@ class Reply {
     return c;
   }
 
-  add(e: SequenceEvent): void {
-    if (e.type === "token") {
+  /**
+   * Takes one event into its choice; returns a chat choice's new deltas (the
+   * output parsed again: content, reasoning and tool calls), or undefined for
+   * a choice whose text is streamed as it comes.
+   */
+  add(e: SequenceEvent): ChunkDelta[] | undefined {
+    if (e.type === "token" || e.type === "text") {
       const c = this.#choiceOf(e);
       c.text += e.text;
-      if (this.request.logprobs) c.tokens.push(e);
-    } else if (e.type === "text") {
-      this.#choiceOf(e).text += e.text;
+      if (e.type === "token" && this.request.logprobs) c.tokens.push(e);
+      return c.output?.push(e.text);
     } else if (e.type === "done") {
       const c = this.#choiceOf(e);
-      c.finishReason = e.finishReason;
+      let deltas: ChunkDelta[] | undefined;
+      if (c.output !== undefined) {
+        const final = c.output.finish();
+        c.message = final.message;
+        deltas = final.deltas;
+      }
+      // llama-server: a reply that ends with calls ends for them
+      c.finishReason = e.finishReason === "stop" && (c.message?.toolCalls.length ?? 0) > 0
+        ? "tool_calls"
+        : e.finishReason;
       c.completionTokens = e.completionTokens;
       this.doneCount++;
       const completion = this.choices.reduce((sum, x) => sum + x.completionTokens, 0);
@@ -550,7 +603,9 @@ class Reply {
         predicted_per_second: e.timings.decodeMs > 0 ? completion / (e.timings.decodeMs / 1000) : 0,
         queue_ms: e.timings.queueMs,
       };
+      return deltas;
     }
+    return undefined;
   }
 
   #logprobs(items: TokenItem[]) {
@@ -611,7 +666,7 @@ class Reply {
 
   /** The SSE chunks for one event (each carries its choice's `index`). */
   chunks(e: SequenceEvent): unknown[] {
-    this.add(e);
+    const deltas = this.add(e);
     const out: unknown[] = [];
     if (e.type !== "token" && e.type !== "text" && e.type !== "done") return out;
     const i = e.index;
@@ -620,13 +675,25 @@ class Reply {
       c.sentRole = true;
       out.push(this.#chunk([this.#choice(i, "", null, null, true)]));
     }
-    if (e.type === "token") {
+    if (deltas !== undefined) {
+      // a parsed chat output: one chunk per delta, the token's logprobs on the first
+      let logprobs = e.type === "token" ? this.#logprobs([e]) : null;
+      for (const delta of deltas) {
+        out.push(this.#chunk([{ index: i, delta, logprobs, finish_reason: null }]));
+        logprobs = null;
+      }
+      if (logprobs !== null) {
+        out.push(this.#chunk([{ index: i, delta: {}, logprobs, finish_reason: null }]));
+      }
+      if (e.type !== "done") return out;
+    } else if (e.type === "token") {
       if (e.text !== "" || this.request.logprobs) {
         out.push(this.#chunk([this.#choice(i, e.text, null, this.#logprobs([e]), false)]));
       }
     } else if (e.type === "text") {
       out.push(this.#chunk([this.#choice(i, e.text, null, null, false)]));
-    } else {
+    }
+    if (e.type === "done") {
       out.push(this.#chunk([this.#choice(i, "", c.finishReason, null, false)], {
         timings: this.timings,
       }));
@@ -644,7 +711,9 @@ class Reply {
       return this.kind === "chat"
         ? {
           index,
-          message: { role: "assistant", content: c.text },
+          message: c.message === undefined
+            ? { role: "assistant", content: c.text }
+            : chatMessageJson(c.message),
           logprobs,
           finish_reason: c.finishReason,
         }
@@ -661,6 +730,26 @@ class Reply {
       timings: this.timings,
     };
   }
+}
+
+/**
+ * A parsed reply as OpenAI's `message`: `content` (null when the reply is
+ * only tool calls), `reasoning_content` when there is some, `tool_calls`.
+ */
+function chatMessageJson(m: ParsedMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    role: "assistant",
+    content: m.content === "" && m.toolCalls.length > 0 ? null : m.content,
+  };
+  if (m.reasoningContent !== "") out.reasoning_content = m.reasoningContent;
+  if (m.toolCalls.length > 0) {
+    out.tool_calls = m.toolCalls.map((t) => ({
+      type: "function",
+      function: { name: t.name, arguments: t.arguments },
+      id: t.id,
+    }));
+  }
+  return out;
 }
 
 export type { GenerateInput };

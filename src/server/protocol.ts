@@ -19,7 +19,14 @@
 import type { SamplerParams } from "../sampler/mod.ts";
 import { randomSeed } from "../sampler/mod.ts";
 import type { GenerateInput } from "./backend.ts";
-import type { ChatMessage } from "./chat_prompt.ts";
+import type { ChatMessage, ChatRequestInput } from "./chat_prompt.ts";
+import {
+  checkParallelToolCalls,
+  checkToolChoice,
+  checkTools,
+  type ReasoningFormat,
+  ToolRequestError,
+} from "../tools/mod.ts";
 import { TOP_LOGPROBS_MAX } from "../generation/mod.ts";
 import { GrammarError, jsonSchemaToGrammar, parseGbnf, SchemaError } from "../grammar/mod.ts";
 
@@ -53,6 +60,8 @@ export type RequestDefaults = Partial<SamplerParams> & {
   maxTokens?: number;
   /** `-sys`: a system message put first in chat requests that have none. */
   system?: string;
+  /** `--reasoning-format`: how chat replies return reasoning unless a request says. */
+  reasoningFormat?: string;
 };
 
 /** What a request may ask for, from the loaded model and the server's slots. */
@@ -69,10 +78,9 @@ export interface RequestLimits {
  * change the output: `user`, `safety_identifier` (an end-user id for abuse
  * monitoring), `prompt_cache_key`, `cache_prompt` (cache routing hints:
  * dotllm always reuses a slot's cached prefix), `service_tier`, `metadata`
- * (billing and storage tags), `parallel_tool_calls` (meaningless without
- * `tools`, which are refused). `checked`: accepted only at the value that
- * means "nothing", else 400 (`tools: []`, `tool_choice: "none"`,
- * `store: false`, `echo: false`, `suffix: ""`, `best_of` equal to `n`).
+ * (billing and storage tags). `checked`: accepted only at the value that
+ * means "nothing", else 400 (`store: false`, `echo: false`, `suffix: ""`,
+ * `best_of` equal to `n`).
  * Anything else, and every field this table does not name (`mirostat`,
  * `n_probs`, `typical_p`, `functions`, `reasoning_effort`, ...), is a 400
  * naming the field: silently
@@ -117,9 +125,12 @@ export const REQUEST_FIELDS: Readonly<
       messages: "implemented",
       max_completion_tokens: "implemented",
       top_logprobs: "implemented",
-      parallel_tool_calls: "ignored",
-      tools: "checked",
-      tool_choice: "checked",
+      parallel_tool_calls: "implemented",
+      tools: "implemented",
+      tool_choice: "implemented",
+      chat_template_kwargs: "implemented",
+      reasoning_format: "implemented",
+      reasoning_effort: "implemented",
     },
     completion: {
       ...common,
@@ -143,12 +154,6 @@ function refuseUnsupported(b: Record<string, unknown>, kind: "chat" | "completio
     if (what === undefined) unsupported(name);
     if (what !== "checked" || v === undefined || v === null) continue;
     switch (name) {
-      case "tools":
-        if (!Array.isArray(v) || v.length > 0) unsupported(name, "tool calls are not supported");
-        break;
-      case "tool_choice":
-        if (v !== "none") unsupported(name, 'tool calls are not supported (only "none")');
-        break;
       case "store":
         if (v !== false) unsupported(name, "completions are not stored");
         break;
@@ -316,6 +321,8 @@ export const MAX_MESSAGES = 4096;
 /** A parsed generation request. */
 export interface ParsedRequest {
   input: GenerateInput;
+  /** A chat request's template and parser inputs (the handler plans the prompt from them). */
+  chat?: ChatRequestInput;
   stream: boolean;
   includeUsage: boolean;
   /** Log-probabilities asked for. */
@@ -472,6 +479,93 @@ export function parseMessages(value: unknown): ChatMessage[] {
   });
 }
 
+/**
+ * A chat request's messages: an array of objects with a known role, passed
+ * through as sent (the chat template validates the rest as llama.cpp does:
+ * content, content parts, tool calls, tool results).
+ */
+function chatMessages(value: unknown): ChatMessage[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    bad("messages", "expected a non-empty array of messages");
+  }
+  if (value.length > MAX_MESSAGES) bad("messages", `at most ${MAX_MESSAGES} messages`);
+  for (const [i, m] of value.entries()) {
+    if (!isObject(m)) bad(`messages[${i}]`, `expected an object, got ${kind(m)}`);
+    if (typeof m.role !== "string" || !ROLES.has(m.role)) {
+      bad(`messages[${i}].role`, `expected one of ${[...ROLES].join(", ")}`);
+    }
+  }
+  return value as ChatMessage[];
+}
+
+/** llama-server's `reasoning_format` values (`deepseek-legacy` reads as `deepseek`). */
+const REASONING_FORMATS = new Set(["none", "auto", "deepseek", "deepseek-legacy"]);
+
+/**
+ * The chat-only fields: `tools`, `tool_choice`, `parallel_tool_calls`
+ * (llama-server's default: whether the template supports parallel calls; here
+ * false unless asked), `chat_template_kwargs`, `reasoning_format` and
+ * `reasoning_effort` (`"none"` turns thinking off; another value reaches the
+ * template as its `reasoning_effort`).
+ */
+function parseChatFields(
+  b: Record<string, unknown>,
+  messages: ChatMessage[],
+  defaults: RequestDefaults,
+): ChatRequestInput {
+  const chat: ChatRequestInput = { messages };
+  try {
+    if (b.tools !== undefined && b.tools !== null) {
+      chat.tools = checkTools(b.tools);
+      chat.toolChoice = checkToolChoice(b.tool_choice, chat.tools);
+      chat.parallelToolCalls = checkParallelToolCalls(b.parallel_tool_calls);
+    } else {
+      const choice = checkToolChoice(b.tool_choice, []);
+      if (choice !== "auto" && choice !== "none") bad("tool_choice", "needs tools");
+      checkParallelToolCalls(b.parallel_tool_calls);
+    }
+  } catch (error) {
+    if (error instanceof ToolRequestError) {
+      bad(error.field, error.message.slice(error.field.length + 2));
+    }
+    throw error;
+  }
+  if (chat.tools !== undefined && chat.tools.length > 0 && chat.toolChoice !== "none") {
+    for (const f of ["grammar", "json_schema", "response_format"]) {
+      const v = b[f];
+      if (v !== undefined && v !== null && !(isObject(v) && v.type === "text")) {
+        bad(
+          f,
+          "cannot be combined with tools (the tool calls are constrained by their own grammar)",
+        );
+      }
+    }
+  }
+  const kwargs = b.chat_template_kwargs;
+  if (kwargs !== undefined && kwargs !== null) {
+    if (!isObject(kwargs)) bad("chat_template_kwargs", `expected an object, got ${kind(kwargs)}`);
+    chat.chatTemplateKwargs = { ...kwargs };
+  }
+  const effort = b.reasoning_effort;
+  if (effort !== undefined && effort !== null) {
+    if (typeof effort !== "string") {
+      bad("reasoning_effort", `expected a string, got ${kind(effort)}`);
+    }
+    if (effort === "none") chat.enableThinking = false;
+    else if (effort !== "") {
+      chat.chatTemplateKwargs = { ...chat.chatTemplateKwargs, reasoning_effort: effort };
+    }
+  }
+  const rf = b.reasoning_format ?? defaults.reasoningFormat;
+  if (rf !== undefined && rf !== null) {
+    if (typeof rf !== "string" || !REASONING_FORMATS.has(rf)) {
+      bad("reasoning_format", `expected one of ${[...REASONING_FORMATS].join(", ")}`);
+    }
+    chat.reasoningFormat = rf === "deepseek-legacy" ? "deepseek" : rf as ReasoningFormat;
+  }
+  return chat;
+}
+
 /** `POST /v1/chat/completions`. */
 export function parseChatRequest(
   value: unknown,
@@ -480,16 +574,21 @@ export function parseChatRequest(
 ): ParsedRequest {
   const b = body(value);
   refuseUnsupported(b, "chat");
-  const messages = withSystem(parseMessages(b.messages), defaults.system);
+  const messages = withSystem(chatMessages(b.messages), defaults.system);
   const c = common(b, defaults, limits);
   const logprobs = optBoolean(b, "logprobs") ?? false;
   const top = optInteger(b, "top_logprobs", 0, TOP_LOGPROBS_MAX);
   if (top !== undefined && !logprobs) bad("top_logprobs", "needs logprobs: true");
+  const chat = parseChatFields(b, messages, defaults);
+  // Structured output starts with the answer: a reasoning template is asked to close its
+  // reasoning block (a grammar on the first token would otherwise cut the reasoning short).
+  if (c.grammar !== undefined) chat.enableThinking = false;
   return {
+    chat,
     input: {
-      // Structured output starts with the answer: a reasoning template is asked to close its
-      // reasoning block (a grammar on the first token would otherwise cut the reasoning short).
-      prompt: c.grammar === undefined ? { messages } : { messages, enableThinking: false },
+      prompt: chat.enableThinking === undefined
+        ? { messages }
+        : { messages, enableThinking: chat.enableThinking },
       maxTokens: c.maxTokens,
       sampling: c.sampling,
       seed: c.seed,

@@ -59,6 +59,7 @@ export {
   ToolRequestError,
 } from "./request.ts";
 export { promptOpensReasoning, splitReasoning } from "./reasoning.ts";
+export { ChatOutputStream } from "./stream.ts";
 export type {
   ChatGenerationParams,
   GrammarTrigger,
