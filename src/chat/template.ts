@@ -168,14 +168,19 @@ const ANCHOR_LENGTH = 64;
 /** A `<...>` or `[...]` marker, as llama.cpp's PEG `marker()`. */
 const MARKER = String.raw`(?:<[^>]*>|\[[^\]]*\])`;
 
+/** `s` without leading and trailing ASCII whitespace (C's `isspace`, llama.cpp's `trim_whitespace`). */
+function trimSpace(s: string): string {
+  return s.replace(/^[ \t\n\v\f\r]+|[ \t\n\v\f\r]+$/g, "");
+}
+
 /** The whitespace-separated marker segments of `text` (llama.cpp's `segmentize_markers`, whitespace pruned). */
 function markerSegments(text: string): { marker: boolean; value: string }[] {
   const out: { marker: boolean; value: string }[] = [];
   for (const m of text.matchAll(new RegExp(`${MARKER}|[^<\\[]+|[<\\[]`, "g"))) {
     const value = m[0];
     const marker = new RegExp(`^${MARKER}$`).test(value);
-    if (!marker && value.trim() === "") continue;
-    out.push({ marker, value: marker ? value : value.trim() });
+    if (!marker && trimSpace(value) === "") continue;
+    out.push({ marker, value: marker ? value : trimSpace(value) });
   }
   return out;
 }
@@ -282,10 +287,10 @@ export class ChatTemplate {
     if (src.includes("You have access to the following functions in JSONSchema format")) {
       toRender = parsed.map((m) => ({
         ...m,
-        content: m.content.trim(),
-        reasoningContent: m.reasoningContent.trim(),
+        content: trimSpace(m.content),
+        reasoningContent: trimSpace(m.reasoningContent),
         contentParts: m.contentParts.map((p) =>
-          p.type === "text" ? { ...p, text: p.text.trim() } : p
+          p.type === "text" ? { ...p, text: trimSpace(p.text) } : p
         ),
       }));
     }
@@ -411,8 +416,8 @@ export class ChatTemplate {
     const on = tryApply([user], true, true);
     if (off !== undefined && on !== undefined) {
       const d = diff(off, on);
-      const left = d.left.trim();
-      const right = d.right.trim();
+      const left = trimSpace(d.left);
+      const right = trimSpace(d.right);
       if (left === "" && d.right !== "") {
         if (right !== "" && on.endsWith(right) && start === "") start = d.right;
       } else if (right === "" && d.left !== "") {
@@ -428,7 +433,7 @@ export class ChatTemplate {
           const anchor = base.slice(base.length - Math.min(base.length, ANCHOR_LENGTH));
           const pos = extended.lastIndexOf(anchor);
           if (pos < 0 || pos + anchor.length >= extended.length) continue;
-          const extra = extended.slice(pos + anchor.length).trim();
+          const extra = trimSpace(extended.slice(pos + anchor.length));
           if (extra === "") continue;
           const seg = markerSegments(extra);
           if (seg.length === 2 && seg[0].marker && seg[1].marker) {
@@ -504,7 +509,7 @@ export class ChatTemplate {
     ) {
       [start, end] = ["<think>\n", "</think>"];
     }
-    if (src.includes("laguna_glm_thinking")) [start, end] = [start.trim(), end.trim()];
+    if (src.includes("laguna_glm_thinking")) [start, end] = [trimSpace(start), trimSpace(end)];
     this.#reasoning = start === "" && end === "" ? null : { start, end };
     return this.#reasoning;
   }
