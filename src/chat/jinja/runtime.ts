@@ -69,11 +69,7 @@ export class Context {
 
   /** A variable, or undefined (hinted with its name). */
   get(name: string): Value {
-    for (let c: Context | undefined = this; c !== undefined; c = c.#parent) {
-      const v = c.#vars.get(name);
-      if (v !== undefined) return v;
-    }
-    return mkUndefined(name);
+    return this.#vars.get(name) ?? this.#parent?.get(name) ?? mkUndefined(name);
   }
 
   set(name: string, value: Value): void {
