@@ -11,6 +11,7 @@ import { openGguf } from "../src/gguf/mod.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { ChatTemplate, ChatTemplateError, templateTokens } from "../src/chat/mod.ts";
 import { testdata } from "./_testdata.ts";
+import { prng } from "./_fuzz.ts";
 
 interface Golden {
   template: string;
@@ -130,4 +131,44 @@ Deno.test("chat render parity: a template's raise_exception is a ChatTemplateErr
       e.message.startsWith("the chat template raised an exception: ") &&
       expected.error!.endsWith(e.trace) && e.trace.startsWith("\n------------\nWhile executing"),
   );
+});
+
+Deno.test("chat render: damaged templates give ChatTemplateError, never another exception", () => {
+  // Each round damages a shipped template (deleted, inserted and copied
+  // characters) and renders a request with it: a lexer, parser or runtime
+  // failure must surface as the one error type the server turns into a 400.
+  const names = goldens.map((g) => g.template);
+  const rand = prng(20261208);
+  const pieces = ["{{", "}}", "{%", "%}", "{#", "#}", "(", ")", "[", "]", "|", ".", "-", "'", '"'];
+  pieces.push(" if ", " for ", "endfor", "endif", " in ", "None", "loop", "0", "-1", ":", "*", "~");
+  let rendered = 0;
+  for (let round = 0; round < 300; round++) {
+    const name = names[Math.floor(rand() * names.length)];
+    let src = readFileSync(new URL(`templates/${name}`, dir), "utf8");
+    for (let e = 1 + Math.floor(rand() * 4); e > 0; e--) {
+      const at = Math.floor(rand() * src.length);
+      const r = rand();
+      const from = Math.floor(rand() * src.length);
+      src = src.slice(0, at) +
+        (r < 0.4
+          ? ""
+          : r < 0.8
+          ? pieces[Math.floor(rand() * pieces.length)]
+          : src.slice(from, from + 20)) +
+        src.slice(r < 0.4 ? at + 1 + Math.floor(rand() * 5) : at);
+    }
+    const request = spec.requests[Math.floor(rand() * spec.requests.length)];
+    try {
+      new ChatTemplate(src, tokens).render(request.body.messages as never, {
+        tools: request.tools ? spec.tools as never : undefined,
+        chatTemplateKwargs: request.body.chat_template_kwargs,
+      });
+      rendered++;
+    } catch (error) {
+      if (!(error instanceof ChatTemplateError)) {
+        throw new Error(`${name}, ${request.id}: ${(error as Error).stack}`);
+      }
+    }
+  }
+  assert.ok(rendered > 0 && rendered < 300, String(rendered));
 });
