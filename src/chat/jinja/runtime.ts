@@ -87,7 +87,7 @@ function gather(v: Value): string {
   if (v.kind === "string") return v.str;
   if (v.kind === "int" || v.kind === "float" || v.kind === "bool") return v.asString();
   let out = "";
-  if (v.isArray()) for (const item of v.arr) out += gather(item);
+  if (v.isArray()) { for (const item of v.arr) out += gather(item); }
   return out;
 }
 
