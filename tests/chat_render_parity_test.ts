@@ -172,3 +172,24 @@ Deno.test("chat render: damaged templates give ChatTemplateError, never another 
   }
   assert.ok(rendered > 0 && rendered < 300, String(rendered));
 });
+
+Deno.test("chat render: llama.cpp's test-chat-template.cpp cases (35 community templates) render as llama.cpp", () => {
+  const lines = readFileSync(new URL("chat_template_cases.jsonl", dir), "utf8").trim().split("\n");
+  const failures: string[] = [];
+  for (const line of lines) {
+    const c = JSON.parse(line);
+    try {
+      const template = new ChatTemplate(c.template, {
+        bosToken: c.bos_token,
+        eosToken: c.eos_token,
+      });
+      // common_chat_templates_apply as llama.cpp's test calls it, thinking on.
+      const prompt = template.render(c.messages, { enableThinking: true });
+      if (prompt !== c.expect) failures.push(`${c.name}: ${JSON.stringify(prompt)}`);
+    } catch (error) {
+      failures.push(`${c.name}: threw ${(error as Error).message}`);
+    }
+  }
+  assert.equal(lines.length, 35);
+  assert.deepEqual(failures, []);
+});
