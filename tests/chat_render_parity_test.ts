@@ -9,8 +9,14 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { openGguf } from "../src/gguf/mod.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
-import { ChatTemplate, ChatTemplateError, templateTokens } from "../src/chat/mod.ts";
+import {
+  ChatInputError,
+  ChatTemplate,
+  ChatTemplateError,
+  templateTokens,
+} from "../src/chat/mod.ts";
 import { testdata } from "./_testdata.ts";
+import { prng } from "./_fuzz.ts";
 
 interface Golden {
   template: string;
@@ -24,6 +30,8 @@ interface Request {
     messages: unknown[];
     add_generation_prompt?: boolean;
     chat_template_kwargs?: Record<string, unknown>;
+    reasoning_effort?: string;
+    continue_final_message?: boolean | "content" | "reasoning_content";
   };
 }
 
@@ -48,6 +56,8 @@ function renderWithDotllm(template: ChatTemplate, request: Request, now: Date): 
         addGenerationPrompt: request.body.add_generation_prompt,
         tools: request.tools ? spec.tools as never : undefined,
         chatTemplateKwargs: request.body.chat_template_kwargs,
+        reasoningEffort: request.body.reasoning_effort,
+        continueFinalMessage: request.body.continue_final_message,
         now,
       }),
     };
@@ -130,4 +140,66 @@ Deno.test("chat render parity: a template's raise_exception is a ChatTemplateErr
       e.message.startsWith("the chat template raised an exception: ") &&
       expected.error!.endsWith(e.trace) && e.trace.startsWith("\n------------\nWhile executing"),
   );
+});
+
+Deno.test("chat render: damaged templates give ChatTemplateError or ChatInputError, never another exception", () => {
+  // Each round damages a shipped template (deleted, inserted and copied
+  // characters) and renders a request with it: a lexer, parser or runtime
+  // failure must surface as one of the two error types the server turns into a 400 (an input
+  // error when the damage changes what the template accepts, e.g. its system-role support).
+  const names = goldens.map((g) => g.template);
+  const rand = prng(20261208);
+  const pieces = ["{{", "}}", "{%", "%}", "{#", "#}", "(", ")", "[", "]", "|", ".", "-", "'", '"'];
+  pieces.push(" if ", " for ", "endfor", "endif", " in ", "None", "loop", "0", "-1", ":", "*", "~");
+  let rendered = 0;
+  for (let round = 0; round < 300; round++) {
+    const name = names[Math.floor(rand() * names.length)];
+    let src = readFileSync(new URL(`templates/${name}`, dir), "utf8");
+    for (let e = 1 + Math.floor(rand() * 4); e > 0; e--) {
+      const at = Math.floor(rand() * src.length);
+      const r = rand();
+      const from = Math.floor(rand() * src.length);
+      src = src.slice(0, at) +
+        (r < 0.4
+          ? ""
+          : r < 0.8
+          ? pieces[Math.floor(rand() * pieces.length)]
+          : src.slice(from, from + 20)) +
+        src.slice(r < 0.4 ? at + 1 + Math.floor(rand() * 5) : at);
+    }
+    const request = spec.requests[Math.floor(rand() * spec.requests.length)];
+    try {
+      new ChatTemplate(src, tokens).render(request.body.messages as never, {
+        tools: request.tools ? spec.tools as never : undefined,
+        chatTemplateKwargs: request.body.chat_template_kwargs,
+      });
+      rendered++;
+    } catch (error) {
+      if (!(error instanceof ChatTemplateError) && !(error instanceof ChatInputError)) {
+        throw new Error(`${name}, ${request.id}: ${(error as Error).stack}`);
+      }
+    }
+  }
+  assert.ok(rendered > 0 && rendered < 300, String(rendered));
+});
+
+Deno.test("chat render: llama.cpp's test-chat-template.cpp cases (35 community templates) render as llama.cpp", () => {
+  const lines = readFileSync(new URL("chat_template_cases.jsonl", dir), "utf8").trim().split("\n");
+  const failures: string[] = [];
+  for (const line of lines) {
+    const c = JSON.parse(line);
+    try {
+      const template = new ChatTemplate(c.template, {
+        bosToken: c.bos_token,
+        eosToken: c.eos_token,
+      });
+      // common_chat_templates_apply as llama.cpp's test calls it, thinking on.
+      const prompt = template.render(c.messages, { enableThinking: true });
+      if (prompt !== c.expect) failures.push(`${c.name}: ${JSON.stringify(prompt)}`);
+    } catch (error) {
+      failures.push(`${c.name}: threw ${(error as Error).message}`);
+    }
+  }
+  assert.equal(lines.length, 35);
+  assert.deepEqual(failures, []);
 });

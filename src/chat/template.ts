@@ -119,6 +119,23 @@ export interface RenderOptions {
   tools?: readonly ChatTool[];
   /** Extra template variables (`chat_template_kwargs`), e.g. `{enable_thinking: false}`. */
   chatTemplateKwargs?: Readonly<Record<string, unknown>>;
+  /**
+   * llama-server's `reasoning_effort`: `"none"` turns thinking off; another
+   * value reaches the template as `reasoning_effort` (and `reasoning_strength`).
+   */
+  reasoningEffort?: string;
+  /**
+   * llama-server's `continue_final_message`: the last message is continued,
+   * its content (`"content"`), its reasoning (`"reasoning_content"`), or
+   * whichever it has (`true`: the reasoning when it has no content). Asks for
+   * `addGenerationPrompt: false`.
+   */
+  continueFinalMessage?: boolean | "content" | "reasoning_content";
+  /**
+   * Continue a final assistant message unasked (default true, llama-server's
+   * default; its `--no-prefill-assistant` is false).
+   */
+  prefillAssistant?: boolean;
 }
 
 /** The message-shaped values a render hands the template. */
@@ -168,14 +185,25 @@ const ANCHOR_LENGTH = 64;
 /** A `<...>` or `[...]` marker, as llama.cpp's PEG `marker()`. */
 const MARKER = String.raw`(?:<[^>]*>|\[[^\]]*\])`;
 
+/** No content, parts, calls, reasoning, name or call id (llama.cpp's `common_chat_msg::empty`). */
+function isEmptyMessage(m: ParsedMessage): boolean {
+  return m.content === "" && m.contentParts.length === 0 && m.toolCalls.length === 0 &&
+    m.reasoningContent === "" && m.toolName === "" && m.toolCallId === "";
+}
+
+/** `s` without leading and trailing ASCII whitespace (C's `isspace`, llama.cpp's `trim_whitespace`). */
+function trimSpace(s: string): string {
+  return s.replace(/^[ \t\n\v\f\r]+|[ \t\n\v\f\r]+$/g, "");
+}
+
 /** The whitespace-separated marker segments of `text` (llama.cpp's `segmentize_markers`, whitespace pruned). */
 function markerSegments(text: string): { marker: boolean; value: string }[] {
   const out: { marker: boolean; value: string }[] = [];
   for (const m of text.matchAll(new RegExp(`${MARKER}|[^<\\[]+|[<\\[]`, "g"))) {
     const value = m[0];
     const marker = new RegExp(`^${MARKER}$`).test(value);
-    if (!marker && value.trim() === "") continue;
-    out.push({ marker, value: marker ? value : value.trim() });
+    if (!marker && trimSpace(value) === "") continue;
+    out.push({ marker, value: marker ? value : trimSpace(value) });
   }
   return out;
 }
@@ -263,29 +291,51 @@ export class ChatTemplate {
     const tools = toolsToJson(options.tools);
     const parsed = parseMessages(messages);
     let addGenerationPrompt = options.addGenerationPrompt ?? true;
-    // llama-server continues a final assistant message (its `prefill_assistant` default).
-    let continued: ParsedMessage | undefined;
-    if (parsed.length > 0 && parsed[parsed.length - 1].role === "assistant") {
+    // llama-server's continuation rules (oaicompat_chat_params_parse).
+    const cfm = options.continueFinalMessage;
+    let continuation: "none" | "auto" | "content" | "reasoning" = cfm === true
+      ? "auto"
+      : cfm === "content"
+      ? "content"
+      : cfm === "reasoning_content"
+      ? "reasoning"
+      : "none";
+    const last = parsed[parsed.length - 1];
+    if (
+      continuation === "none" && (options.prefillAssistant ?? true) && last?.role === "assistant"
+    ) {
       if (parsed.length >= 2 && parsed[parsed.length - 2].role === "assistant") {
         throw new ChatInputError(
           "Cannot have 2 or more assistant messages at the end of the list.",
         );
       }
-      continued = parsed[parsed.length - 1];
+      continuation = "auto";
       addGenerationPrompt = false;
-      if (continued.toolCalls.length > 0) {
-        throw new ChatInputError("Cannot continue an assistant message that contains tool calls.");
-      }
+    }
+    if (continuation !== "none" && addGenerationPrompt) {
+      throw new ChatInputError(
+        "Cannot set both add_generation_prompt and continue_final_message to true.",
+      );
+    }
+    if (continuation !== "none" && last?.role === "assistant" && last.toolCalls.length > 0) {
+      throw new ChatInputError("Cannot continue an assistant message that contains tool calls.");
+    }
+    const continued = continuation !== "none" ? last : undefined;
+    if (continued !== undefined && continuation === "auto") {
+      continuation = continued.reasoningContent !== "" && continued.content === "" &&
+          continued.contentParts.length === 0
+        ? "reasoning"
+        : "content";
     }
     const caps = this.caps;
     let toRender = parsed;
     if (src.includes("You have access to the following functions in JSONSchema format")) {
       toRender = parsed.map((m) => ({
         ...m,
-        content: m.content.trim(),
-        reasoningContent: m.reasoningContent.trim(),
+        content: trimSpace(m.content),
+        reasoningContent: trimSpace(m.reasoningContent),
         contentParts: m.contentParts.map((p) =>
-          p.type === "text" ? { ...p, text: p.text.trim() } : p
+          p.type === "text" ? { ...p, text: trimSpace(p.text) } : p
         ),
       }));
     }
@@ -297,12 +347,18 @@ export class ChatTemplate {
       for (const m of msgs) if (m.tool_calls !== undefined && !("content" in m)) m.content = "";
     }
     if (caps.supportsObjectArguments) parseToolArguments(msgs);
-    const kwargs = options.chatTemplateKwargs ?? {};
+    const kwargs: Record<string, unknown> = { ...options.chatTemplateKwargs };
     let enableThinking = options.enableThinking ?? this.supportsThinking;
     if (kwargs.enable_thinking === true || kwargs.enable_thinking === false) {
       enableThinking = kwargs.enable_thinking;
     } else if (typeof kwargs.enable_thinking === "string") {
       throw new ChatInputError('invalid type for "enable_thinking" (expected boolean, got string)');
+    }
+    if (options.reasoningEffort === "none") {
+      enableThinking = false;
+      delete kwargs.reasoning_effort;
+    } else if (options.reasoningEffort !== undefined && options.reasoningEffort !== "") {
+      kwargs.reasoning_effort = options.reasoningEffort;
     }
     // llama-server's default kwargs carry preserve_reasoning: true.
     const extra: Record<string, unknown> = {
@@ -324,11 +380,9 @@ export class ChatTemplate {
     if (handler.name === "gemma4" && addGenerationPrompt && prompt.endsWith("<turn|>\n")) {
       prompt += "<|turn>model\n";
     }
-    if (continued === undefined) return prompt;
-    const mode = continued.reasoningContent !== "" && continued.content === "" &&
-        continued.contentParts.length === 0
-      ? "reasoning"
-      : "content";
+    // llama.cpp appends nothing for an empty message (`common_chat_msg::empty`).
+    if (continued === undefined || isEmptyMessage(continued)) return prompt;
+    const mode = continuation;
     const content = renderContent(continued);
     const own = continuationOf(handler.name, {
       src,
@@ -411,8 +465,8 @@ export class ChatTemplate {
     const on = tryApply([user], true, true);
     if (off !== undefined && on !== undefined) {
       const d = diff(off, on);
-      const left = d.left.trim();
-      const right = d.right.trim();
+      const left = trimSpace(d.left);
+      const right = trimSpace(d.right);
       if (left === "" && d.right !== "") {
         if (right !== "" && on.endsWith(right) && start === "") start = d.right;
       } else if (right === "" && d.left !== "") {
@@ -428,7 +482,7 @@ export class ChatTemplate {
           const anchor = base.slice(base.length - Math.min(base.length, ANCHOR_LENGTH));
           const pos = extended.lastIndexOf(anchor);
           if (pos < 0 || pos + anchor.length >= extended.length) continue;
-          const extra = extended.slice(pos + anchor.length).trim();
+          const extra = trimSpace(extended.slice(pos + anchor.length));
           if (extra === "") continue;
           const seg = markerSegments(extra);
           if (seg.length === 2 && seg[0].marker && seg[1].marker) {
@@ -504,7 +558,7 @@ export class ChatTemplate {
     ) {
       [start, end] = ["<think>\n", "</think>"];
     }
-    if (src.includes("laguna_glm_thinking")) [start, end] = [start.trim(), end.trim()];
+    if (src.includes("laguna_glm_thinking")) [start, end] = [trimSpace(start), trimSpace(end)];
     this.#reasoning = start === "" && end === "" ? null : { start, end };
     return this.#reasoning;
   }

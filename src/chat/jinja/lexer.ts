@@ -8,7 +8,7 @@
  * ```ts
  * import { tokenize } from "./lexer.ts";
  * const { tokens } = tokenize("{{- 'a' + x -}}");
- * if (tokens.map((t) => t.value).join(" ") !== "{{ a + x }}") throw new Error();
+ * if (tokens.map((t) => t.value).join(" ") !== "{{- a + x -}}") throw new Error();
  * ```
  *
  * @module

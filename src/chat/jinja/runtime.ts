@@ -69,11 +69,7 @@ export class Context {
 
   /** A variable, or undefined (hinted with its name). */
   get(name: string): Value {
-    for (let c: Context | undefined = this; c !== undefined; c = c.#parent) {
-      const v = c.#vars.get(name);
-      if (v !== undefined) return v;
-    }
-    return mkUndefined(name);
+    return this.#vars.get(name) ?? this.#parent?.get(name) ?? mkUndefined(name);
   }
 
   set(name: string, value: Value): void {
@@ -86,12 +82,13 @@ export function render(program: Program, ctx: Context): string {
   return gather(mkArray(program.body.map((node) => exec(node, ctx))));
 }
 
-/** The text a value prints as statement output. */
-function gather(v: Value, out: string[] = []): string {
-  if (v.kind === "string") out.push(v.str);
-  else if (v.kind === "int" || v.kind === "float" || v.kind === "bool") out.push(v.asString());
-  else if (v.isArray()) { for (const item of v.arr) gather(item, out); }
-  return out.join("");
+/** The text a value prints as statement output (concatenated, so V8 keeps it a rope until used). */
+function gather(v: Value): string {
+  if (v.kind === "string") return v.str;
+  if (v.kind === "int" || v.kind === "float" || v.kind === "bool") return v.asString();
+  let out = "";
+  if (v.isArray()) { for (const item of v.arr) out += gather(item); }
+  return out;
 }
 
 function execStatements(nodes: Node[], ctx: Context): Value {
