@@ -60,8 +60,10 @@ export interface ChatRequestInput {
   parallelToolCalls?: boolean;
   /** `chat_template_kwargs`. */
   chatTemplateKwargs?: Readonly<Record<string, unknown>>;
-  /** `enable_thinking` when the request decides it (structured output, `reasoning_effort: "none"`). */
+  /** `enable_thinking` when the request decides it (structured output). */
   enableThinking?: boolean;
+  /** OpenAI's `reasoning_effort` (`"none"` turns thinking off; others reach the template). */
+  reasoningEffort?: string;
   /** How reasoning is returned (`reasoning_format`; default `auto`: apart, as `reasoning_content`). */
   reasoningFormat?: ReasoningFormat;
 }
@@ -96,6 +98,7 @@ export function planChat(template: ChatTemplate, input: ChatRequestInput): ChatP
     tools,
     chatTemplateKwargs: input.chatTemplateKwargs,
     enableThinking: input.enableThinking,
+    reasoningEffort: input.reasoningEffort,
   };
   const prompt = template.render(input.messages, { ...options, addGenerationPrompt: true });
   const last = input.messages[input.messages.length - 1];
@@ -108,8 +111,11 @@ export function planChat(template: ChatTemplate, input: ChatRequestInput): ChatP
       prompt,
       template.render(input.messages, { ...options, addGenerationPrompt: false }),
     );
+  // the template's own rule (RenderOptions): kwargs, then reasoning_effort "none"
   const kwargThinking = input.chatTemplateKwargs?.enable_thinking;
-  const enableThinking = typeof kwargThinking === "boolean"
+  const enableThinking = input.reasoningEffort === "none"
+    ? false
+    : typeof kwargThinking === "boolean"
     ? kwargThinking
     : input.enableThinking ?? template.supportsThinking;
   const params = chatGenerationParams({

@@ -82,7 +82,7 @@ export interface RequestLimits {
  * means "nothing", else 400 (`store: false`, `echo: false`, `suffix: ""`,
  * `best_of` equal to `n`).
  * Anything else, and every field this table does not name (`mirostat`,
- * `n_probs`, `typical_p`, `functions`, `reasoning_effort`, ...), is a 400
+ * `n_probs`, `typical_p`, `functions`, ...), is a 400
  * naming the field: silently
  * ignoring a field would answer a different question than the one asked.
  */
@@ -551,10 +551,7 @@ function parseChatFields(
     if (typeof effort !== "string") {
       bad("reasoning_effort", `expected a string, got ${kind(effort)}`);
     }
-    if (effort === "none") chat.enableThinking = false;
-    else if (effort !== "") {
-      chat.chatTemplateKwargs = { ...chat.chatTemplateKwargs, reasoning_effort: effort };
-    }
+    chat.reasoningEffort = effort;
   }
   const rf = b.reasoning_format ?? defaults.reasoningFormat;
   if (rf !== undefined && rf !== null) {
