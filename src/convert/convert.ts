@@ -37,6 +37,7 @@ import { ConvertError } from "./errors.ts";
 import { namingMetadata } from "./hf_metadata.ts";
 import { indexSafetensors, type SafetensorsTensor } from "./safetensors.ts";
 import { type Metadata, readJson, tokenizerMetadata } from "./vocab.ts";
+import { sentencePieceMetadata } from "./vocab_spm.ts";
 
 /** The output types of `--outtype`. */
 export const OUT_TYPES = ["f32", "f16", "bf16", "q8_0"] as const;
@@ -112,7 +113,10 @@ export function planConversion(dir: string, outType: OutType): {
     }
     if (names.has(mapped.name)) throw new ConvertError(`two tensors map to "${mapped.name}"`);
     names.add(mapped.name);
-    const shape = source.shape;
+    let shape = source.shape;
+    if (mapped.keepRows !== undefined && shape.length >= 1 && shape[0] > mapped.keepRows) {
+      shape = [mapped.keepRows, ...shape.slice(1)];
+    }
     if (mapped.permuteHeads !== undefined) {
       const h = mapped.permuteHeads;
       if (h <= 0 || shape[0] % (2 * h) !== 0) {
@@ -139,10 +143,13 @@ export function planConversion(dir: string, outType: OutType): {
       metadata.push(["tokenizer.ggml.add_space_prefix", meta.bool(tc.add_prefix_space)]);
     }
   }
+  const sentencePiece = arch.sentencePiece?.(dir);
   metadata.push(
-    ...tokenizerMetadata(dir, arch.tokenizer, vocabSize, config.type_vocab_size as number ?? 1),
+    ...(sentencePiece !== undefined
+      ? sentencePieceMetadata(dir, vocabSize, sentencePiece)
+      : tokenizerMetadata(dir, arch.tokenizer, vocabSize, config.type_vocab_size as number ?? 1)),
   );
-  for (const [key, value] of arch.afterTokenizer?.(config) ?? []) {
+  for (const [key, value] of arch.afterTokenizer?.(config, sentencePiece !== undefined) ?? []) {
     const at = metadata.findIndex(([k]) => k === key);
     if (at >= 0) metadata[at] = [key, value]; // a Python dict: replaced where it was first added
     else metadata.push([key, value]);
@@ -160,6 +167,29 @@ function toBf16(values: Float32Array): Uint8Array {
     out[i] = Math.floor((n + (0x7fff + ((n >>> 16) & 1))) / 65536) & 0xffff;
   }
   return new Uint8Array(out.buffer);
+}
+
+/**
+ * Gemma's norm shift, `data_torch + 1` in the tensor's own dtype: the sum rounded to
+ * F16 or BF16 when the weights are stored so (torch rounds to nearest even).
+ */
+function addOne(values: Float32Array, dtype: string): void {
+  if (dtype === "F16") {
+    const h = new Uint16Array(1);
+    for (let i = 0; i < values.length; i++) {
+      convertF32ToF16(new Float32Array([values[i] + 1]), h);
+      values[i] = f16ToF32(h[0]);
+    }
+  } else if (dtype === "BF16") {
+    const b = new Float32Array(1);
+    const bits = new Uint32Array(b.buffer);
+    for (let i = 0; i < values.length; i++) {
+      b[0] = values[i] + 1;
+      const n = bits[0];
+      bits[0] = ((n + 0x7fff + ((n >>> 16) & 1)) & 0xffff0000) >>> 0;
+      values[i] = b[0];
+    }
+  } else for (let i = 0; i < values.length; i++) values[i] = Math.fround(values[i] + 1);
 }
 
 /** `count` elements of `dtype` at `bytes` as f32. */
@@ -214,6 +244,7 @@ function writeTensor(
         }
       }
       const values = decode(source.dtype, bytes, n * rowLength);
+      if (t.mapped.addOne) addOne(values, source.dtype);
       if (t.type === GgmlType.F32) writer.writeF32(values);
       else if (t.type === GgmlType.F16) {
         const half16 = new Uint16Array(values.length);
@@ -260,7 +291,10 @@ export function convertHf(dir: string, options: ConvertOptions = {}): { path: st
       metadata,
       tensors: tensors.map((t) => ({ name: t.mapped.name, dims: dims(t.shape), type: t.type })),
     });
-    const total = tensors.reduce((s, t) => s + t.source.size, 0);
+    const total = tensors.reduce(
+      (s, t) => s + t.shape.reduce((a, b) => a * b, 1) * (t.source.dtype === "F32" ? 4 : 2),
+      0,
+    );
     let done = 0;
     for (const t of tensors) {
       writeTensor(writer, t, (bytes) => {
