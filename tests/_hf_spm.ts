@@ -1,0 +1,311 @@
+/**
+ * Synthetic Hugging Face folders whose tokenizer is a real SentencePiece
+ * `tokenizer.model` (sentencepiece's BPE test model, see `_sentencepiece.ts`):
+ * tiny Gemma 3 (`Gemma3ForCausalLM`), Phi-3 (`Phi3ForCausalLM`) and Llama
+ * (`LlamaForCausalLM`) shapes in Hugging Face's layout, F32 weights from a
+ * seeded generator (the same bytes on every machine), `config.json`, and a
+ * `tokenizer_config.json` with added tokens, special ids and the model's real
+ * chat template from the test data. Made once into `models/hf-<name>/`.
+ *
+ * ```ts
+ * import { ensureHfSpm } from "./_hf_spm.ts";
+ * const dir = ensureHfSpm("gemma3-spm-tiny"); // models/hf-gemma3-spm-tiny
+ * ```
+ *
+ * @module
+ */
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { prng } from "./_fuzz.ts";
+import { ensureSentencePieceModels } from "./_sentencepiece.ts";
+import { repoRoot, testdata } from "./_testdata.ts";
+
+/** The folders this module makes. */
+export const HF_SPM_SHAPES = ["gemma3-spm-tiny", "phi3-spm-tiny", "llama-spm-tiny"] as const;
+/** One of {@linkcode HF_SPM_SHAPES}. */
+export type HfSpmShape = typeof HF_SPM_SHAPES[number];
+
+/** The pieces of the tokenizer.model. */
+const PIECES = 1000;
+
+type Json = Record<string, unknown>;
+
+interface Spec {
+  config: Json;
+  tensors: [string, number[]][];
+  tokenizerConfig: Json;
+  /** A `tokenizer.json` holding only added tokens (Phi-3's converter reads them). */
+  tokenizerJson?: Json;
+  /** Scale of the random weights. */
+  std: number;
+  /** The norms' centre: 1, or 0 for Gemma (its model multiplies by 1 + w). */
+  normBase: number;
+}
+
+const added = (content: string, special: boolean) => ({
+  content,
+  lstrip: false,
+  normalized: false,
+  rstrip: false,
+  single_word: false,
+  special,
+});
+
+function template(name: string): string {
+  return readFileSync(testdata("chat", "templates", name), "utf8");
+}
+
+function layerTensors(
+  layers: number,
+  f: (l: number) => [string, number[]][],
+): [string, number[]][] {
+  return Array.from({ length: layers }, (_, l) => f(l)).flat();
+}
+
+function spec(shape: HfSpmShape): Spec {
+  const E = 64, F = 128;
+  if (shape === "gemma3-spm-tiny") {
+    // 6 layers: five sliding-window layers and one global, as Gemma 3 alternates them. The
+    // embedding has 16 rows past vocab_size (the converter drops them, as for Gemma 3).
+    const V = 1024, H = 4, KV = 1, D = 16, L = 6;
+    return {
+      std: 0.125,
+      normBase: 0,
+      config: {
+        architectures: ["Gemma3ForCausalLM"],
+        model_type: "gemma3_text",
+        hidden_size: E,
+        intermediate_size: F,
+        num_attention_heads: H,
+        num_key_value_heads: KV,
+        head_dim: D,
+        num_hidden_layers: L,
+        max_position_embeddings: 2048,
+        rms_norm_eps: 1e-6,
+        rope_theta: 1000000.0,
+        rope_local_base_freq: 10000.0,
+        sliding_window: 16,
+        sliding_window_pattern: 6,
+        query_pre_attn_scalar: D,
+        vocab_size: V,
+        hidden_activation: "gelu_pytorch_tanh",
+        bos_token_id: 1,
+        eos_token_id: 2,
+        pad_token_id: 0,
+        torch_dtype: "float32",
+      },
+      tensors: [
+        ["model.embed_tokens.weight", [V + 16, E]],
+        ["model.norm.weight", [E]],
+        ...layerTensors(L, (l): [string, number[]][] => [
+          [`model.layers.${l}.input_layernorm.weight`, [E]],
+          [`model.layers.${l}.self_attn.q_proj.weight`, [H * D, E]],
+          [`model.layers.${l}.self_attn.k_proj.weight`, [KV * D, E]],
+          [`model.layers.${l}.self_attn.v_proj.weight`, [KV * D, E]],
+          [`model.layers.${l}.self_attn.o_proj.weight`, [E, H * D]],
+          [`model.layers.${l}.self_attn.q_norm.weight`, [D]],
+          [`model.layers.${l}.self_attn.k_norm.weight`, [D]],
+          [`model.layers.${l}.post_attention_layernorm.weight`, [E]],
+          [`model.layers.${l}.pre_feedforward_layernorm.weight`, [E]],
+          [`model.layers.${l}.post_feedforward_layernorm.weight`, [E]],
+          [`model.layers.${l}.mlp.gate_proj.weight`, [F, E]],
+          [`model.layers.${l}.mlp.up_proj.weight`, [F, E]],
+          [`model.layers.${l}.mlp.down_proj.weight`, [E, F]],
+        ]),
+      ],
+      tokenizerConfig: {
+        add_bos_token: true,
+        add_eos_token: false,
+        bos_token: "<s>",
+        eos_token: "</s>",
+        unk_token: "<unk>",
+        pad_token: "<unk>",
+        added_tokens_decoder: {
+          "0": added("<unk>", true),
+          "1": added("<s>", true),
+          "2": added("</s>", true),
+          "1000": added("<start_of_turn>", true),
+          "1001": added("<end_of_turn>", true),
+          "1002": added("<unused0>", false), // looks special: a control token
+          "1003": added("\u2581\u2581two", false), // user-defined, ▁ written as spaces
+        },
+        chat_template: template("google-gemma-2-2b-it.jinja"),
+        tokenizer_class: "GemmaTokenizer",
+      },
+    };
+  }
+  if (shape === "phi3-spm-tiny") {
+    const V = 1024, H = 4, L = 2;
+    return {
+      std: 0.125,
+      normBase: 1,
+      config: {
+        architectures: ["Phi3ForCausalLM"],
+        model_type: "phi3",
+        hidden_size: E,
+        intermediate_size: F,
+        num_attention_heads: H,
+        num_key_value_heads: H,
+        num_hidden_layers: L,
+        max_position_embeddings: 4096,
+        original_max_position_embeddings: 4096,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10000.0,
+        rope_scaling: null,
+        sliding_window: 2047,
+        vocab_size: V,
+        tie_word_embeddings: false,
+        bos_token_id: 1,
+        eos_token_id: 1000,
+        pad_token_id: 1000,
+        torch_dtype: "float32",
+      },
+      tensors: [
+        ["model.embed_tokens.weight", [V, E]],
+        ["model.norm.weight", [E]],
+        ["lm_head.weight", [V, E]],
+        ...layerTensors(L, (l): [string, number[]][] => [
+          [`model.layers.${l}.input_layernorm.weight`, [E]],
+          [`model.layers.${l}.self_attn.qkv_proj.weight`, [3 * E, E]],
+          [`model.layers.${l}.self_attn.o_proj.weight`, [E, E]],
+          [`model.layers.${l}.post_attention_layernorm.weight`, [E]],
+          [`model.layers.${l}.mlp.gate_up_proj.weight`, [2 * F, E]],
+          [`model.layers.${l}.mlp.down_proj.weight`, [E, F]],
+        ]),
+      ],
+      tokenizerConfig: {
+        add_bos_token: false,
+        add_eos_token: false,
+        bos_token: "<s>",
+        eos_token: "<|endoftext|>",
+        unk_token: "<unk>",
+        pad_token: "<|endoftext|>",
+        added_tokens_decoder: {
+          "0": added("<unk>", true),
+          "1": added("<s>", true),
+          "2": added("</s>", false),
+          "1000": added("<|endoftext|>", true),
+          "1001": added("<|assistant|>", true),
+          "1002": added("<|end|>", true),
+          "1003": added("<|user|>", true),
+          "1004": added("<|placeholder1|>", false),
+        },
+        chat_template: template("microsoft-Phi-3.5-mini-instruct.jinja"),
+        tokenizer_class: "LlamaTokenizer",
+      },
+      tokenizerJson: {
+        version: "1.0",
+        added_tokens: [
+          { id: 1000, ...added("<|endoftext|>", true) },
+          { id: 1001, ...added("<|assistant|>", true) },
+          { id: 1005, ...added("<|system|>", true) },
+        ],
+      },
+    };
+  }
+  const V = PIECES, H = 4, KV = 2, L = 2;
+  return {
+    std: 0.125,
+    normBase: 1,
+    config: {
+      architectures: ["LlamaForCausalLM"],
+      model_type: "llama",
+      hidden_size: E,
+      intermediate_size: F,
+      num_attention_heads: H,
+      num_key_value_heads: KV,
+      num_hidden_layers: L,
+      max_position_embeddings: 2048,
+      rms_norm_eps: 1e-5,
+      rope_theta: 10000.0,
+      vocab_size: V,
+      tie_word_embeddings: false,
+      bos_token_id: 1,
+      eos_token_id: 2,
+      torch_dtype: "float32",
+    },
+    tensors: [
+      ["model.embed_tokens.weight", [V, E]],
+      ["model.norm.weight", [E]],
+      ["lm_head.weight", [V, E]],
+      ...layerTensors(L, (l): [string, number[]][] => [
+        [`model.layers.${l}.input_layernorm.weight`, [E]],
+        [`model.layers.${l}.self_attn.q_proj.weight`, [H * 16, E]],
+        [`model.layers.${l}.self_attn.k_proj.weight`, [KV * 16, E]],
+        [`model.layers.${l}.self_attn.v_proj.weight`, [KV * 16, E]],
+        [`model.layers.${l}.self_attn.o_proj.weight`, [E, H * 16]],
+        [`model.layers.${l}.post_attention_layernorm.weight`, [E]],
+        [`model.layers.${l}.mlp.gate_proj.weight`, [F, E]],
+        [`model.layers.${l}.mlp.up_proj.weight`, [F, E]],
+        [`model.layers.${l}.mlp.down_proj.weight`, [E, F]],
+      ]),
+    ],
+    // No added tokens, no template: only the tokenizer.model and the BOS flag (Llama 2's).
+    tokenizerConfig: {
+      add_bos_token: true,
+      add_eos_token: false,
+      tokenizer_class: "LlamaTokenizer",
+    },
+  };
+}
+
+/** The safetensors bytes of `tensors` (sorted by name, as Hugging Face writes them). */
+function safetensors(s: Spec, seed: number): Uint8Array {
+  const { tensors, std, normBase } = s;
+  const random = prng(seed);
+  const sorted = [...tensors].sort(([a], [b]) => (a < b ? -1 : 1));
+  const header: Json = { __metadata__: { format: "pt" } };
+  const datas: Float32Array[] = [];
+  let offset = 0;
+  for (const [name, shape] of sorted) {
+    const n = shape.reduce((a, b) => a * b, 1);
+    const data = new Float32Array(n);
+    // Norms in their centre ± 0.5, matrices uniform of standard deviation `std`.
+    for (let i = 0; i < n; i++) {
+      const u = random() * 2 - 1;
+      data[i] = shape.length === 1 ? normBase + 0.5 * u : u * std * Math.sqrt(3);
+    }
+    header[name] = { dtype: "F32", shape, data_offsets: [offset, offset + data.byteLength] };
+    datas.push(data);
+    offset += data.byteLength;
+  }
+  const h = new TextEncoder().encode(JSON.stringify(header));
+  const file = new Uint8Array(8 + h.length + offset);
+  new DataView(file.buffer).setBigUint64(0, BigInt(h.length), true);
+  file.set(h, 8);
+  let at = 8 + h.length;
+  for (const d of datas) {
+    file.set(new Uint8Array(d.buffer), at);
+    at += d.byteLength;
+  }
+  return file;
+}
+
+/** Makes the folder of `shape` when missing; returns its path. */
+export function ensureHfSpm(shape: HfSpmShape): string {
+  const dir = join(repoRoot, "models", `hf-${shape}`);
+  if (existsSync(join(dir, "model.safetensors"))) return dir;
+  const s = spec(shape);
+  const models = ensureSentencePieceModels();
+  const tmp = `${dir}.tmp-${Deno.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  copyFileSync(join(models, "botchan_en_bpe_1000.model"), join(tmp, "tokenizer.model"));
+  writeFileSync(join(tmp, "config.json"), JSON.stringify(s.config, null, 2));
+  writeFileSync(join(tmp, "tokenizer_config.json"), JSON.stringify(s.tokenizerConfig, null, 2));
+  if (s.tokenizerJson) {
+    writeFileSync(join(tmp, "tokenizer.json"), JSON.stringify(s.tokenizerJson, null, 2));
+  }
+  const seed = HF_SPM_SHAPES.indexOf(shape) + 40;
+  writeFileSync(join(tmp, "model.safetensors"), safetensors(s, seed));
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  return dir;
+}
+
+if (import.meta.main) {
+  for (const shape of Deno.args.length > 0 ? Deno.args : HF_SPM_SHAPES) {
+    console.log(ensureHfSpm(shape as HfSpmShape));
+  }
+}
