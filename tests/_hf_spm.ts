@@ -3,7 +3,8 @@
  * `tokenizer.model` (sentencepiece's BPE test model, see `_sentencepiece.ts`):
  * tiny Gemma 3 (`Gemma3ForCausalLM`), Phi-3 (`Phi3ForCausalLM`) and Llama
  * (`LlamaForCausalLM`) shapes in Hugging Face's layout, F32 weights from a
- * seeded generator (the same bytes on every machine), `config.json`, and a
+ * seeded generator (the same bytes on every machine; the Gemma 3 shape also in
+ * BF16, as Gemma 3 is published), `config.json`, and a
  * `tokenizer_config.json` with added tokens, special ids and the model's real
  * chat template from the test data. Made once into `models/hf-<name>/`.
  *
@@ -22,7 +23,12 @@ import { ensureSentencePieceModels } from "./_sentencepiece.ts";
 import { repoRoot, testdata } from "./_testdata.ts";
 
 /** The folders this module makes. */
-export const HF_SPM_SHAPES = ["gemma3-spm-tiny", "phi3-spm-tiny", "llama-spm-tiny"] as const;
+export const HF_SPM_SHAPES = [
+  "gemma3-spm-tiny",
+  "phi3-spm-tiny",
+  "llama-spm-tiny",
+  "gemma3-spm-tiny-bf16",
+] as const;
 /** One of {@linkcode HF_SPM_SHAPES}. */
 export type HfSpmShape = typeof HF_SPM_SHAPES[number];
 
@@ -41,6 +47,8 @@ interface Spec {
   std: number;
   /** The norms' centre: 1, or 0 for Gemma (its model multiplies by 1 + w). */
   normBase: number;
+  /** The weights' dtype (F32 unless said). */
+  dtype?: "F32" | "BF16";
 }
 
 const added = (content: string, special: boolean) => ({
@@ -65,6 +73,10 @@ function layerTensors(
 
 function spec(shape: HfSpmShape): Spec {
   const E = 64, F = 128;
+  if (shape === "gemma3-spm-tiny-bf16") {
+    const s = spec("gemma3-spm-tiny");
+    return { ...s, dtype: "BF16", config: { ...s.config, torch_dtype: "bfloat16" } };
+  }
   if (shape === "gemma3-spm-tiny") {
     // 6 layers: five sliding-window layers and one global, as Gemma 3 alternates them. The
     // embedding has 16 rows past vocab_size (the converter drops them, as for Gemma 3).
@@ -250,13 +262,24 @@ function spec(shape: HfSpmShape): Spec {
   };
 }
 
+function toBf16(values: Float32Array): Uint8Array {
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < bits.length; i++) {
+    const n = bits[i];
+    out[i] = Math.floor((n + 0x7fff + ((n >>> 16) & 1)) / 65536) & 0xffff;
+  }
+  return new Uint8Array(out.buffer);
+}
+
 /** The safetensors bytes of `tensors` (sorted by name, as Hugging Face writes them). */
 function safetensors(s: Spec, seed: number): Uint8Array {
   const { tensors, std, normBase } = s;
+  const bf16 = s.dtype === "BF16";
   const random = prng(seed);
   const sorted = [...tensors].sort(([a], [b]) => (a < b ? -1 : 1));
   const header: Json = { __metadata__: { format: "pt" } };
-  const datas: Float32Array[] = [];
+  const datas: Uint8Array[] = [];
   let offset = 0;
   for (const [name, shape] of sorted) {
     const n = shape.reduce((a, b) => a * b, 1);
@@ -266,9 +289,15 @@ function safetensors(s: Spec, seed: number): Uint8Array {
       const u = random() * 2 - 1;
       data[i] = shape.length === 1 ? normBase + 0.5 * u : u * std * Math.sqrt(3);
     }
-    header[name] = { dtype: "F32", shape, data_offsets: [offset, offset + data.byteLength] };
-    datas.push(data);
-    offset += data.byteLength;
+    // BF16: the f32 values rounded to nearest even (as torch's .to(torch.bfloat16)).
+    const bytes = bf16 ? toBf16(data) : new Uint8Array(data.buffer);
+    header[name] = {
+      dtype: bf16 ? "BF16" : "F32",
+      shape,
+      data_offsets: [offset, offset + bytes.byteLength],
+    };
+    datas.push(bytes);
+    offset += bytes.byteLength;
   }
   const h = new TextEncoder().encode(JSON.stringify(header));
   const file = new Uint8Array(8 + h.length + offset);
@@ -276,7 +305,7 @@ function safetensors(s: Spec, seed: number): Uint8Array {
   file.set(h, 8);
   let at = 8 + h.length;
   for (const d of datas) {
-    file.set(new Uint8Array(d.buffer), at);
+    file.set(d, at);
     at += d.byteLength;
   }
   return file;

@@ -170,26 +170,19 @@ function toBf16(values: Float32Array): Uint8Array {
 }
 
 /**
- * Gemma's norm shift, `data_torch + 1` in the tensor's own dtype: the sum rounded to
- * F16 or BF16 when the weights are stored so (torch rounds to nearest even).
+ * Gemma's norm shift, `data_torch + 1` in the dtype the reference holds the tensor in by
+ * then: f32 for F32 and BF16 weights (upcast first), F16 for F16 ones (the sum rounded to
+ * F16, as torch rounds it).
  */
 function addOne(values: Float32Array, dtype: string): void {
-  if (dtype === "F16") {
-    const h = new Uint16Array(1);
-    for (let i = 0; i < values.length; i++) {
-      convertF32ToF16(new Float32Array([values[i] + 1]), h);
-      values[i] = f16ToF32(h[0]);
-    }
-  } else if (dtype === "BF16") {
-    const b = new Float32Array(1);
-    const bits = new Uint32Array(b.buffer);
-    for (let i = 0; i < values.length; i++) {
-      b[0] = values[i] + 1;
-      const n = bits[0];
-      bits[0] = ((n + 0x7fff + ((n >>> 16) & 1)) & 0xffff0000) >>> 0;
-      values[i] = b[0];
-    }
-  } else for (let i = 0; i < values.length; i++) values[i] = Math.fround(values[i] + 1);
+  if (dtype !== "F16") {
+    for (let i = 0; i < values.length; i++) values[i] = Math.fround(values[i] + 1);
+    return;
+  }
+  const sum = new Float32Array(values.length), half = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) sum[i] = values[i] + 1;
+  convertF32ToF16(sum, half);
+  for (let i = 0; i < values.length; i++) values[i] = f16ToF32(half[i]);
 }
 
 /** `count` elements of `dtype` at `bytes` as f32. */
