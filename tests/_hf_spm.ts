@@ -28,6 +28,7 @@ export const HF_SPM_SHAPES = [
   "phi3-spm-tiny",
   "llama-spm-tiny",
   "gemma3-spm-tiny-bf16",
+  "phi3-longrope-spm-tiny",
 ] as const;
 /** One of {@linkcode HF_SPM_SHAPES}. */
 export type HfSpmShape = typeof HF_SPM_SHAPES[number];
@@ -76,6 +77,23 @@ function spec(shape: HfSpmShape): Spec {
   if (shape === "gemma3-spm-tiny-bf16") {
     const s = spec("gemma3-spm-tiny");
     return { ...s, dtype: "BF16", config: { ...s.config, torch_dtype: "bfloat16" } };
+  }
+  if (shape === "phi3-longrope-spm-tiny") {
+    // Phi-3-mini-128k / Phi-3.5-mini's LongRoPE: per-dimension factors for short and long
+    // contexts past the original 4096 positions.
+    const s = spec("phi3-spm-tiny");
+    return {
+      ...s,
+      config: {
+        ...s.config,
+        max_position_embeddings: 131072,
+        rope_scaling: {
+          type: "longrope",
+          long_factor: Array.from({ length: 8 }, (_, i) => 1 + 0.5 * i),
+          short_factor: Array.from({ length: 8 }, (_, i) => 1 + 0.125 * i),
+        },
+      },
+    };
   }
   if (shape === "gemma3-spm-tiny") {
     // 6 layers: five sliding-window layers and one global, as Gemma 3 alternates them. The

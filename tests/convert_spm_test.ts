@@ -115,6 +115,15 @@ Deno.test("convert tokenizer.model: the vocabulary as the reference writes it (a
   assert.deepEqual([pt[1005], pty[1005]], ["<|system|>", 3]); // from tokenizer.json
   assert.equal(phi.get("tokenizer.ggml.eos_token_id"), 1000);
   assert.equal(phi.has("tokenizer.ggml.add_space_prefix"), false);
+  // LongRoPE: the factors as the first tensors, the attention factor after the architecture.
+  const lr = converted("phi3-longrope-spm-tiny");
+  assert.deepEqual(lr.tensors.slice(0, 2).map((t) => [t.name, t.dims]), [
+    ["rope_factors_long.weight", [8]],
+    ["rope_factors_short.weight", [8]],
+  ]);
+  assert.equal([...lr.metadata.keys()][1], "phi3.rope.scaling.attn_factor");
+  const attn = Math.sqrt(1 + Math.log(131072 / 4096) / Math.log(4096));
+  assert.equal(lr.metadata.get("phi3.rope.scaling.attn_factor"), Math.fround(attn));
   // Llama: exactly the model's pieces, no added tokens.
   const llama = converted("llama-spm-tiny").metadata;
   assert.equal(array<string>(llama.get("tokenizer.ggml.tokens")).length, 1000);
@@ -160,6 +169,14 @@ Deno.test("convert tokenizer.model: broken folders → one line, nothing written
   refused(phi, /^tokenizer_config\.json: token id 5000 is past vocab_size 1024$/);
   rmSync(join(phi, "tokenizer.model"));
   refused(phi, /no tokenizer\.model$/);
+  const lrope = copyFolder("phi3-longrope-spm-tiny", "longrope-broken");
+  const config = JSON.parse(readFileSync(join(lrope, "config.json"), "utf8"));
+  config.rope_scaling.short_factor = [1, 2, 3];
+  writeFileSync(join(lrope, "config.json"), JSON.stringify(config));
+  refused(lrope, /short_factor must have 8 values \(got 8, 3\)$/);
+  config.rope_scaling = { type: "yarn", factor: 4 };
+  writeFileSync(join(lrope, "config.json"), JSON.stringify(config));
+  refused(lrope, /RoPE scaling "yarn" is not supported here$/);
 
   const llama = copyFolder("llama-spm-tiny", "llama-broken");
   writeFileSync(join(llama, "added_tokens.json"), JSON.stringify({ "<x>": -3 }));

@@ -49,6 +49,10 @@ export interface ConvertArchitecture {
   parameters(config: Json, fileType: number, dir: string): Metadata;
   /** LlamaModel's `set_vocab`: `tokenizer_config.json`'s `add_prefix_space` first, when set. */
   readonly addPrefixSpace?: boolean;
+  /** `generate_extra_tensors`: F32 tensors the converter makes, written before the folder's. */
+  extraTensors?(config: Json): { name: string; values: Float32Array }[];
+  /** Keys `generate_extra_tensors` adds (right after `general.architecture`). */
+  extraMetadata?(config: Json): Metadata;
   /** Keys the reference adds after the tokenizer's (`sentencePiece`: written from tokenizer.model). */
   afterTokenizer?(config: Json, sentencePiece: boolean): Metadata;
 }
@@ -456,6 +460,59 @@ const PHI3_NAMES: [RegExp, string][] = [
   [/^model\.layers\.(\d+)\.mlp\.down_proj$/, "blk.$1.ffn_down"],
 ];
 
+/** Phi-3's RoPE dimensions: `int(partial_rotary_factor · n_embd) // n_head`. */
+function phi3RopeDims(config: Json): number {
+  const rope = config.rope_parameters as Json;
+  const rotPct = (rope.partial_rotary_factor ?? config.partial_rotary_factor ?? 1.0) as number;
+  const embd = integer(config, ["hidden_size", "n_embd"])!;
+  return Math.floor(
+    Math.trunc(rotPct * embd) / integer(config, ["num_attention_heads", "n_head"])!,
+  );
+}
+
+/**
+ * `Phi3MiniModel.generate_extra_tensors`: LongRoPE's long and short factors and its
+ * attention factor, or undefined without them. Throws for a RoPE scaling dotllm does not run.
+ */
+function phi3LongRope(
+  config: Json,
+): { long: number[]; short: number[]; attnFactor: number } | undefined {
+  const rope = config.rope_parameters as Json;
+  const long = rope.long_factor, short = rope.short_factor;
+  const type = String(rope.rope_type ?? "").toLowerCase();
+  if (!long) {
+    if (type !== "" && type !== "default") {
+      throw new ConvertError(`config.json: RoPE scaling "${type}" is not supported here`);
+    }
+    return undefined;
+  }
+  if (type !== "su" && type !== "longrope") {
+    throw new ConvertError(`config.json: RoPE scaling "${type}" is not supported here`);
+  }
+  const dims = phi3RopeDims(config);
+  const numbers = (v: unknown) =>
+    Array.isArray(v) && v.every((x) => typeof x === "number" && Number.isFinite(x));
+  if (!numbers(long) || !numbers(short)) {
+    throw new ConvertError(
+      "config.json: rope_scaling long_factor and short_factor must be lists of numbers",
+    );
+  }
+  const l = long as number[], s = short as number[];
+  if (l.length !== s.length || l.length !== dims / 2) {
+    throw new ConvertError(
+      `config.json: rope_scaling long_factor and short_factor must have ${
+        dims / 2
+      } values (got ${l.length}, ${s.length})`,
+    );
+  }
+  const maxPos = integer(config, ["n_positions", "max_position_embeddings"])!;
+  const orig =
+    (rope.original_max_position_embeddings ?? config.original_max_position_embeddings) as number;
+  const scale = maxPos / orig;
+  const attnFactor = scale > 1 ? Math.sqrt(1 + Math.log(scale) / Math.log(orig)) : 1;
+  return { long: l, short: s, attnFactor };
+}
+
 /** Phi-3 (`Phi3MiniModel`): fused QKV and gate+up; its own keys; its own SentencePiece vocabulary. */
 const phi3: ConvertArchitecture = {
   gguf: "phi3",
@@ -481,20 +538,29 @@ const phi3: ConvertArchitecture = {
     c.num_key_value_heads ??= c.num_attention_heads;
     if (c.rope_parameters === undefined) {
       const scaling = c.rope_scaling as Json | null | undefined;
-      if (scaling) {
-        throw new ConvertError(
-          `config.json: RoPE scaling "${
-            scaling.rope_type ?? scaling.type
-          }" is not supported here (LongRoPE factors are not converted yet)`,
-        );
-      }
       c.rope_parameters = {
+        ...(scaling ?? {}),
         rope_theta: c.rope_theta ?? 10000,
         partial_rotary_factor: c.partial_rotary_factor ?? 1.0,
-        rope_type: "default",
+        rope_type: scaling ? scaling.rope_type ?? scaling.type : "default",
+        ...(scaling
+          ? { original_max_position_embeddings: c.original_max_position_embeddings }
+          : {}),
       };
     }
     return c;
+  },
+  extraTensors(config) {
+    const f = phi3LongRope(config);
+    if (f === undefined) return [];
+    return [
+      { name: "rope_factors_long.weight", values: new Float32Array(f.long) },
+      { name: "rope_factors_short.weight", values: new Float32Array(f.short) },
+    ];
+  },
+  extraMetadata(config) {
+    const f = phi3LongRope(config);
+    return f === undefined ? [] : [["phi3.rope.scaling.attn_factor", meta.f32(f.attnFactor)]];
   },
   map(name) {
     if (name.endsWith(".rotary_emb.inv_freq")) return undefined;
@@ -504,19 +570,12 @@ const phi3: ConvertArchitecture = {
     const embd = integer(config, ["hidden_size", "n_embd"])!;
     const heads = integer(config, ["num_attention_heads", "n_head"])!;
     const rope = config.rope_parameters as Json;
-    if (rope.long_factor) {
-      throw new ConvertError("config.json: LongRoPE factors are not converted yet");
-    }
-    const ropeType = rope.rope_type ?? rope.type;
-    if (ropeType !== undefined && ropeType !== null && ropeType !== "default") {
-      throw new ConvertError(`config.json: RoPE scaling "${ropeType}" is not supported here`);
-    }
+    phi3LongRope(config); // checks the RoPE scaling
     const orig = rope.original_max_position_embeddings ??
       integer(config, ["original_max_position_embeddings"], true);
     if (orig === undefined) {
       throw new ConvertError("config.json: no original_max_position_embeddings");
     }
-    const rotPct = (rope.partial_rotary_factor ?? config.partial_rotary_factor ?? 1.0) as number;
     const theta = ((rope.full_attention ?? rope) as Json).rope_theta ?? config.rope_theta;
     if (typeof theta !== "number") throw new ConvertError("config.json: no rope_theta");
     return [
@@ -537,7 +596,7 @@ const phi3: ConvertArchitecture = {
         meta.u32(integer(config, ["num_key_value_heads", "n_head_kv"])!),
       ],
       ["phi3.attention.layer_norm_rms_epsilon", meta.f32(find(config, ["rms_norm_eps"])!)],
-      ["phi3.rope.dimension_count", meta.u32(Math.floor(Math.trunc(rotPct * embd) / heads))],
+      ["phi3.rope.dimension_count", meta.u32(phi3RopeDims(config))],
       ["phi3.rope.freq_base", meta.f32(theta)],
       ["general.file_type", meta.u32(fileType)],
       ["phi3.attention.sliding_window", meta.u32((config.sliding_window ?? 0) as number)],

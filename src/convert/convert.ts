@@ -63,6 +63,8 @@ export interface ConvertOptions {
 
 interface Planned {
   readonly source: SafetensorsTensor;
+  /** A tensor the converter makes (Phi-3's LongRoPE factors) instead of reading `source`. */
+  readonly values?: Float32Array;
   readonly mapped: MappedTensor;
   readonly type: number;
   /** Row-major shape. */
@@ -101,8 +103,22 @@ export function planConversion(dir: string, outType: OutType): {
   }
   const config = arch.defaults?.(file) ?? file;
   const sources = indexSafetensors(dir);
-  const tensors: Planned[] = [];
-  const names = new Set<string>();
+  // generate_extra_tensors: first, before the folder's own.
+  const tensors: Planned[] = (arch.extraTensors?.(config) ?? []).map(({ name, values }) => ({
+    source: {
+      name,
+      dtype: "F32",
+      shape: [values.length],
+      file: "",
+      start: 0,
+      size: values.length * 4,
+    },
+    values,
+    mapped: { name },
+    type: GgmlType.F32,
+    shape: [values.length],
+  }));
+  const names = new Set<string>(tensors.map((t) => t.mapped.name));
   for (const source of sources) {
     const mapped = arch.map(source.name, config);
     if (mapped === undefined) continue;
@@ -132,6 +148,8 @@ export function planConversion(dir: string, outType: OutType): {
   const vocabSize = config.vocab_size as number | undefined;
   const metadata: Metadata = [
     ["general.architecture", meta.string(arch.gguf)],
+    // Keys generate_extra_tensors adds: before everything else but the architecture.
+    ...(arch.extraMetadata?.(config) ?? []),
     ["general.type", meta.string("model")],
     ...namingMetadata(dir, config, totalParams),
     ...arch.parameters(config, FILE_TYPES[outType].fileType, dir),
@@ -207,6 +225,11 @@ function writeTensor(
   onChunk: (bytes: number) => void,
 ): void {
   const { source, shape } = t;
+  if (t.values !== undefined) {
+    writer.writeF32(t.values);
+    onChunk(t.values.byteLength);
+    return;
+  }
   const elemBytes = source.dtype === "F32" ? 4 : 2;
   const rowLength = shape.length === 0 ? 1 : shape[shape.length - 1];
   const elements = shape.reduce((a, b) => a * b, 1);
