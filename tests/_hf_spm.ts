@@ -18,6 +18,7 @@
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { GgufArray, parseGguf } from "../src/gguf/reader.ts";
 import { prng } from "./_fuzz.ts";
 import { ensureSentencePieceModels } from "./_sentencepiece.ts";
 import { repoRoot, testdata } from "./_testdata.ts";
@@ -29,6 +30,7 @@ export const HF_SPM_SHAPES = [
   "llama-spm-tiny",
   "gemma3-spm-tiny-bf16",
   "phi3-longrope-spm-tiny",
+  "llama2-vocab-spm-tiny",
 ] as const;
 /** One of {@linkcode HF_SPM_SHAPES}. */
 export type HfSpmShape = typeof HF_SPM_SHAPES[number];
@@ -50,6 +52,8 @@ interface Spec {
   normBase: number;
   /** The weights' dtype (F32 unless said). */
   dtype?: "F32" | "BF16";
+  /** The tokenizer.model's bytes, when not sentencepiece's BPE test model. */
+  tokenizerModel?: () => Uint8Array;
 }
 
 const added = (content: string, special: boolean) => ({
@@ -77,6 +81,54 @@ function spec(shape: HfSpmShape): Spec {
   if (shape === "gemma3-spm-tiny-bf16") {
     const s = spec("gemma3-spm-tiny");
     return { ...s, dtype: "BF16", config: { ...s.config, torch_dtype: "bfloat16" } };
+  }
+  if (shape === "llama2-vocab-spm-tiny") {
+    // Llama 2's 32000-piece vocabulary (byte fallback, 256 byte pieces) as a tokenizer.model.
+    const V = 32000, E2 = 32, H = 2, L = 1;
+    return {
+      std: 0.25,
+      normBase: 1,
+      tokenizerModel: llama2TokenizerModel,
+      config: {
+        architectures: ["LlamaForCausalLM"],
+        model_type: "llama",
+        hidden_size: E2,
+        intermediate_size: F,
+        num_attention_heads: H,
+        num_key_value_heads: H,
+        num_hidden_layers: L,
+        max_position_embeddings: 4096,
+        rms_norm_eps: 1e-5,
+        vocab_size: V,
+        tie_word_embeddings: true,
+        bos_token_id: 1,
+        eos_token_id: 2,
+        torch_dtype: "float32",
+      },
+      tensors: [
+        ["model.embed_tokens.weight", [V, E2]],
+        ["model.norm.weight", [E2]],
+        ...layerTensors(L, (l): [string, number[]][] => [
+          [`model.layers.${l}.input_layernorm.weight`, [E2]],
+          [`model.layers.${l}.self_attn.q_proj.weight`, [E2, E2]],
+          [`model.layers.${l}.self_attn.k_proj.weight`, [E2, E2]],
+          [`model.layers.${l}.self_attn.v_proj.weight`, [E2, E2]],
+          [`model.layers.${l}.self_attn.o_proj.weight`, [E2, E2]],
+          [`model.layers.${l}.post_attention_layernorm.weight`, [E2]],
+          [`model.layers.${l}.mlp.gate_proj.weight`, [F, E2]],
+          [`model.layers.${l}.mlp.up_proj.weight`, [F, E2]],
+          [`model.layers.${l}.mlp.down_proj.weight`, [E2, F]],
+        ]),
+      ],
+      tokenizerConfig: {
+        add_bos_token: true,
+        add_eos_token: false,
+        bos_token: "<s>",
+        eos_token: "</s>",
+        unk_token: "<unk>",
+        tokenizer_class: "LlamaTokenizer",
+      },
+    };
   }
   if (shape === "phi3-longrope-spm-tiny") {
     // Phi-3-mini-128k / Phi-3.5-mini's LongRoPE: per-dimension factors for short and long
@@ -329,6 +381,63 @@ function safetensors(s: Spec, seed: number): Uint8Array {
   return file;
 }
 
+// ---------------------------------------------------------------------------
+// A ModelProto writer (protobuf wire format), for Llama 2's vocabulary
+
+function varint(n: number): number[] {
+  let v = BigInt.asUintN(64, BigInt(n));
+  const out: number[] = [];
+  do {
+    const b = Number(v & 0x7fn);
+    v >>= 7n;
+    out.push(v > 0n ? b | 0x80 : b);
+  } while (v > 0n);
+  return out;
+}
+const field = (n: number, wire: number) => varint((n << 3) | wire);
+const bytes = (n: number, data: number[] | Uint8Array) => [
+  ...field(n, 2),
+  ...varint(data.length),
+  ...data,
+];
+const int = (n: number, v: number) => [...field(n, 0), ...varint(v)];
+
+/**
+ * A `tokenizer.model` holding the vocabulary of the test data's
+ * llama-2-tiny-random.gguf (Llama 2's pieces, scores and types, written there by
+ * llama.cpp from Llama 2's own tokenizer.model) with Llama 2's trainer and
+ * normalizer settings: BPE, byte fallback, ids 0/1/2, the identity normalizer.
+ */
+export function llama2TokenizerModel(): Uint8Array {
+  const gguf = parseGguf(readFileSync(testdata("models", "llama-2-tiny-random.gguf")));
+  const values = (key: string) => (gguf.metadata.get(key) as GgufArray).values;
+  const tokens = values("tokenizer.ggml.tokens") as string[];
+  const scores = values("tokenizer.ggml.scores") as ArrayLike<number>;
+  const types = values("tokenizer.ggml.token_type") as ArrayLike<number>;
+  const out: number[] = [];
+  const encoder = new TextEncoder();
+  for (let i = 0; i < tokens.length; i++) {
+    const score = new Uint8Array(new Float32Array([scores[i]]).buffer);
+    out.push(...bytes(1, [
+      ...bytes(1, encoder.encode(tokens[i])),
+      ...field(2, 5),
+      ...score,
+      ...(types[i] === 1 ? [] : int(3, types[i])),
+    ]));
+  }
+  out.push(...bytes(2, [
+    ...int(3, 2), // BPE
+    ...int(4, tokens.length),
+    ...int(35, 1), // byte_fallback
+    ...int(40, 0),
+    ...int(41, 1),
+    ...int(42, 2),
+    ...int(43, -1),
+  ]));
+  out.push(...bytes(3, [...bytes(1, encoder.encode("identity")), ...int(4, 0)]));
+  return new Uint8Array(out);
+}
+
 /** Makes the folder of `shape` when missing; returns its path. */
 export function ensureHfSpm(shape: HfSpmShape): string {
   const dir = join(repoRoot, "models", `hf-${shape}`);
@@ -338,7 +447,8 @@ export function ensureHfSpm(shape: HfSpmShape): string {
   const tmp = `${dir}.tmp-${Deno.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
-  copyFileSync(join(models, "botchan_en_bpe_1000.model"), join(tmp, "tokenizer.model"));
+  if (s.tokenizerModel) writeFileSync(join(tmp, "tokenizer.model"), s.tokenizerModel());
+  else copyFileSync(join(models, "botchan_en_bpe_1000.model"), join(tmp, "tokenizer.model"));
   writeFileSync(join(tmp, "config.json"), JSON.stringify(s.config, null, 2));
   writeFileSync(join(tmp, "tokenizer_config.json"), JSON.stringify(s.tokenizerConfig, null, 2));
   if (s.tokenizerJson) {

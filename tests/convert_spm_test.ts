@@ -28,12 +28,14 @@ import { GgufArray, type GgufValue, parseGguf } from "../src/gguf/reader.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { Llm } from "../mod.ts";
 import { testdata } from "./_testdata.ts";
+import { readVectors } from "./_vocabs.ts";
 import { runDeno } from "./_cli.ts";
 import { ensureHfSpm, HF_SPM_SHAPES, type HfSpmShape } from "./_hf_spm.ts";
 import { sha256File } from "./_pypi.ts";
 
 type Golden = Record<"f32" | "f16" | "bf16" | "q8_0", { sha256: string; bytes: number }> & {
   safetensors_sha256: string;
+  tokenizer_model_sha256?: string;
   greedy: { cases: { prompt: string; tokens: number[] }[] };
 };
 const golden = JSON.parse(
@@ -130,6 +132,21 @@ Deno.test("convert tokenizer.model: the vocabulary as the reference writes it (a
   const llama = converted("llama-spm-tiny").metadata;
   assert.equal(array<string>(llama.get("tokenizer.ggml.tokens")).length, 1000);
   assert.deepEqual(array<number>(llama.get("tokenizer.ggml.token_type")).slice(0, 4), [2, 3, 3, 1]);
+  // Llama 2's vocabulary through a tokenizer.model comes back as llama.cpp wrote it from the
+  // original: the same 32000 pieces, scores (-1e9 whitespace runs) and types (256 bytes).
+  assert.equal(
+    sha256File(join(ensureHfSpm("llama2-vocab-spm-tiny"), "tokenizer.model")),
+    golden[key("llama2-vocab-spm-tiny")].tokenizer_model_sha256,
+  );
+  const l2 = converted("llama2-vocab-spm-tiny").metadata;
+  const original = parseGguf(readFileSync(testdata("models", "llama-2-tiny-random.gguf"))).metadata;
+  for (const k of ["tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"]) {
+    assert.deepEqual(array(l2.get(k)), array(original.get(k)), k);
+  }
+  assert.equal(
+    array<number>(l2.get("tokenizer.ggml.token_type")).filter((t) => t === 6).length,
+    256,
+  );
   assert.equal(llama.get("tokenizer.ggml.pre"), "default");
 });
 
@@ -170,6 +187,16 @@ Deno.test("convert tokenizer.model: the converted vocabularies tokenize as llama
         `${name}: ${s.text}`,
       );
     }
+  }
+});
+
+Deno.test("convert tokenizer.model: Llama 2's vocabulary converted tokenizes llama.cpp's llama-spm vectors", () => {
+  const tokenizer = Tokenizer.fromGguf(converted("llama2-vocab-spm-tiny"));
+  const vectors = readVectors(testdata("llama.cpp-vocab", "ggml-vocab-llama-spm.gguf"));
+  assert.equal(vectors.length, 46);
+  for (const { text, ids } of vectors) {
+    const got = Array.from(tokenizer.encode(text, { addSpecial: false, parseSpecial: false }));
+    assert.deepEqual(got, Array.from(ids), JSON.stringify(text));
   }
 });
 
