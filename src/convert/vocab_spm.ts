@@ -27,6 +27,9 @@ import {
   USER_DEFINED,
 } from "./vocab.ts";
 
+/** The largest vocabulary written (2^24; the largest real ones are ~262k). */
+const MAX_VOCAB = 1 << 24;
+
 /** gguf's `TokenType` numbers for the UNKNOWN and BYTE pieces. */
 const UNKNOWN = 2, BYTE = 6;
 
@@ -66,6 +69,11 @@ export function sentencePieceVocab(
   if (!existsSync(path)) throw new ConvertError(`${dir}: no tokenizer.model`);
   const { pieces } = readSentencePieceModel(path);
   const n = vocabSize || pieces.length;
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_VOCAB) {
+    throw new ConvertError(
+      `config.json: vocab_size ${JSON.stringify(vocabSize)} is not 1 to ${MAX_VOCAB}`,
+    );
+  }
   const phi3 = variant === "phi3";
   const tokens: string[] = [], scores: number[] = [], types: number[] = [];
   for (let i = 0; i < n; i++) {
