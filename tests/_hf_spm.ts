@@ -123,10 +123,44 @@ function spec(shape: HfSpmShape): Spec {
       tokenizerConfig: {
         add_bos_token: true,
         add_eos_token: false,
-        bos_token: "<s>",
-        eos_token: "</s>",
-        unk_token: "<unk>",
+        bos_token: { __type: "AddedToken", content: "<s>", special: true },
+        eos_token: { __type: "AddedToken", content: "</s>", special: true },
+        unk_token: { __type: "AddedToken", content: "<unk>", special: true },
+        legacy: false,
         tokenizer_class: "LlamaTokenizer",
+      },
+      // Llama 2 folders ship tokenizer.json beside tokenizer.model; gguf-py's SpecialVocab reads
+      // its added tokens, normalizer and post-processor (these are Llama 2's; its BPE model,
+      // which the conversion does not read, is left out).
+      tokenizerJson: {
+        version: "1.0",
+        added_tokens: [
+          { id: 0, ...added("<unk>", true) },
+          { id: 1, ...added("<s>", true) },
+          { id: 2, ...added("</s>", true) },
+        ],
+        normalizer: {
+          type: "Sequence",
+          normalizers: [
+            { type: "Prepend", prepend: "\u2581" },
+            { type: "Replace", pattern: { String: " " }, content: "\u2581" },
+          ],
+        },
+        post_processor: {
+          type: "TemplateProcessing",
+          single: [
+            { SpecialToken: { id: "<s>", type_id: 0 } },
+            { Sequence: { id: "A", type_id: 0 } },
+          ],
+          pair: [
+            { SpecialToken: { id: "<s>", type_id: 0 } },
+            { Sequence: { id: "A", type_id: 0 } },
+            { SpecialToken: { id: "<s>", type_id: 1 } },
+            { Sequence: { id: "B", type_id: 1 } },
+          ],
+          special_tokens: { "<s>": { id: "<s>", ids: [1], tokens: ["<s>"] } },
+        },
+        model: { type: "BPE", byte_fallback: true, vocab: {}, merges: [] },
       },
     };
   }
@@ -441,8 +475,16 @@ export function llama2TokenizerModel(): Uint8Array {
 /** Makes the folder of `shape` when missing; returns its path. */
 export function ensureHfSpm(shape: HfSpmShape): string {
   const dir = join(repoRoot, "models", `hf-${shape}`);
-  if (existsSync(join(dir, "model.safetensors"))) return dir;
   const s = spec(shape);
+  // Seeds follow the order of HF_SPM_SHAPES: new shapes go at its end.
+  const seed = HF_SPM_SHAPES.indexOf(shape) + 40;
+  // A folder made from another version of its spec is made again.
+  const stamp = JSON.stringify({ ...s, seed, tokenizerModel: s.tokenizerModel !== undefined });
+  const stampFile = join(dir, ".spec.json");
+  if (
+    existsSync(join(dir, "model.safetensors")) && existsSync(stampFile) &&
+    readFileSync(stampFile, "utf8") === stamp
+  ) return dir;
   const models = ensureSentencePieceModels();
   const tmp = `${dir}.tmp-${Deno.pid}`;
   rmSync(tmp, { recursive: true, force: true });
@@ -454,8 +496,8 @@ export function ensureHfSpm(shape: HfSpmShape): string {
   if (s.tokenizerJson) {
     writeFileSync(join(tmp, "tokenizer.json"), JSON.stringify(s.tokenizerJson, null, 2));
   }
-  const seed = HF_SPM_SHAPES.indexOf(shape) + 40;
   writeFileSync(join(tmp, "model.safetensors"), safetensors(s, seed));
+  writeFileSync(join(tmp, ".spec.json"), stamp);
   rmSync(dir, { recursive: true, force: true });
   renameSync(tmp, dir);
   return dir;
