@@ -99,13 +99,16 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 /** A protobuf message's fields, read one at a time. */
 class Reader {
   pos: number;
+  readonly view: DataView;
   constructor(
     readonly bytes: Uint8Array,
     readonly where: string,
     start = 0,
     readonly end = bytes.length,
+    view?: DataView,
   ) {
     this.pos = start;
+    this.view = view ?? new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
   fail(what: string): never {
@@ -161,6 +164,11 @@ class Reader {
 
   string(): string {
     const [s, e] = this.span();
+    return this.decode(s, e);
+  }
+
+  /** The UTF-8 text of `bytes[s, e)`. */
+  decode(s: number, e: number): string {
     try {
       return utf8.decode(this.bytes.subarray(s, e));
     } catch {
@@ -171,10 +179,7 @@ class Reader {
 
   float(): number {
     if (this.end - this.pos < 4) this.fail("truncated float");
-    const v = new DataView(this.bytes.buffer, this.bytes.byteOffset + this.pos, 4).getFloat32(
-      0,
-      true,
-    );
+    const v = this.view.getFloat32(this.pos, true);
     this.pos += 4;
     return v;
   }
@@ -211,8 +216,12 @@ function readPiece(r: Reader, index: number): SentencePiece {
       continue;
     }
     r.expect(t.field, t.wire, want);
-    if (t.field === 1) piece = r.string();
-    else if (t.field === 2) score = r.float();
+    if (t.field === 1) {
+      const [start, end] = r.span();
+      // sentencepiece's kMaxPieceSize, in bytes.
+      if (end - start >= 8000) throw new ConvertError(`${r.where}: piece ${index} is too long`);
+      piece = r.decode(start, end);
+    } else if (t.field === 2) score = r.float();
     else type = r.int32();
   }
   if (piece === undefined || piece.length === 0) {
@@ -354,7 +363,7 @@ export function parseSentencePieceModel(
     if (f === 1 || f === 2 || f === 3 || f === 5) {
       r.expect(f, t.wire, 2);
       const [s, e] = r.span();
-      const sub = new Reader(bytes, name, s, e);
+      const sub = new Reader(bytes, name, s, e, r.view);
       if (f === 1) pieces.push(readPiece(sub, pieces.length));
       else if (f === 2) readTrainer(sub, trainerSpec);
       else if (f === 3) readNormalizer(sub, normalizerSpec);
@@ -368,9 +377,6 @@ export function parseSentencePieceModel(
   let unknown = -1;
   pieces.forEach((p, i) => {
     if (p.piece.includes("\0")) throw new ConvertError(`${name}: piece ${i} holds a NUL character`);
-    if (new TextEncoder().encode(p.piece).length >= 8000) {
-      throw new ConvertError(`${name}: piece ${i} is too long`);
-    }
     const isNormal = p.type === PieceType.NORMAL || p.type === PieceType.USER_DEFINED ||
       p.type === PieceType.UNUSED;
     const map = isNormal ? normal : reserved;
