@@ -31,6 +31,7 @@ export const HF_SPM_SHAPES = [
   "gemma3-spm-tiny-bf16",
   "phi3-longrope-spm-tiny",
   "llama2-vocab-spm-tiny",
+  "codellama-vocab-spm-tiny",
 ] as const;
 /** One of {@linkcode HF_SPM_SHAPES}. */
 export type HfSpmShape = typeof HF_SPM_SHAPES[number];
@@ -81,6 +82,38 @@ function spec(shape: HfSpmShape): Spec {
   if (shape === "gemma3-spm-tiny-bf16") {
     const s = spec("gemma3-spm-tiny");
     return { ...s, dtype: "BF16", config: { ...s.config, torch_dtype: "bfloat16" } };
+  }
+  if (shape === "codellama-vocab-spm-tiny") {
+    // CodeLlama's 32016 tokens: Llama 2's pieces, then its infill tokens ▁<PRE> ▁<SUF> ▁<MID>
+    // ▁<EOT> (32007-32010) as added tokens; the converter gives EOT an id of its own.
+    const s = spec("llama2-vocab-spm-tiny");
+    const V = 32016;
+    const infill = ["\u2581<PRE>", "\u2581<SUF>", "\u2581<MID>", "\u2581<EOT>"];
+    const decoder = Object.fromEntries(infill.map((t, i) => [String(32007 + i), added(t, true)]));
+    return {
+      ...s,
+      config: { ...s.config, vocab_size: V },
+      tensors: s.tensors.map(([n, shape]) =>
+        n === "model.embed_tokens.weight" ? [n, [V, shape[1]]] : [n, shape]
+      ),
+      tokenizerConfig: {
+        ...s.tokenizerConfig,
+        prefix_token: infill[0],
+        suffix_token: infill[1],
+        middle_token: infill[2],
+        eot_token: infill[3],
+        fill_token: "<FILL_ME>",
+        added_tokens_decoder: decoder,
+        tokenizer_class: "CodeLlamaTokenizer",
+      },
+      tokenizerJson: {
+        ...s.tokenizerJson,
+        added_tokens: [
+          ...(s.tokenizerJson!.added_tokens as unknown[]),
+          ...infill.map((t, i) => ({ id: 32007 + i, ...added(t, true) })),
+        ],
+      },
+    };
   }
   if (shape === "llama2-vocab-spm-tiny") {
     // Llama 2's 32000-piece vocabulary (byte fallback, 256 byte pieces) as a tokenizer.model.

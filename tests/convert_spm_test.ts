@@ -148,6 +148,11 @@ Deno.test("convert tokenizer.model: the vocabulary as the reference writes it (a
     256,
   );
   assert.equal(llama.get("tokenizer.ggml.pre"), "default");
+  // CodeLlama's rule: a vocabulary of 32016 gets an EOT id (its ▁<EOT>); the other infill
+  // types have no GGUF key in gguf-py.
+  const code = converted("codellama-vocab-spm-tiny").metadata;
+  assert.equal(code.get("tokenizer.ggml.eot_token_id"), 32010);
+  assert.equal(array<string>(code.get("tokenizer.ggml.tokens"))[32010], "\u2581<EOT>");
 });
 
 Deno.test("convert tokenizer.model: the converted vocabularies tokenize as llama.cpp tokenizes them", () => {

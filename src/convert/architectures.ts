@@ -11,7 +11,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { meta } from "../gguf/writer.ts";
 import { ConvertError } from "./errors.ts";
-import { type Metadata, readJson } from "./vocab.ts";
+import { type Metadata, readJson, specialVocab } from "./vocab.ts";
 import type { SentencePieceVariant } from "./vocab_spm.ts";
 
 type Json = Record<string, unknown>;
@@ -54,7 +54,7 @@ export interface ConvertArchitecture {
   /** Keys `generate_extra_tensors` adds (right after `general.architecture`). */
   extraMetadata?(config: Json): Metadata;
   /** Keys the reference adds after the tokenizer's (`sentencePiece`: written from tokenizer.model). */
-  afterTokenizer?(config: Json, sentencePiece: boolean): Metadata;
+  afterTokenizer?(config: Json, sentencePiece: boolean, dir: string): Metadata;
 }
 
 /** `find_hparam`: the first of `keys` in the config. */
@@ -305,9 +305,25 @@ const llama: ConvertArchitecture = {
     out.push(["llama.rope.dimension_count", meta.u32(ropeDim)]);
     return out;
   },
-  afterTokenizer(config) {
-    // LlamaModel.set_vocab: "Apply to granite small models only" (any vocabulary of 49152).
-    return config.vocab_size === 49152 ? [["tokenizer.ggml.add_bos_token", meta.bool(false)]] : [];
+  afterTokenizer(config, _sentencePiece, dir) {
+    const out: Metadata = [];
+    // LlamaModel.set_vocab: "Apply to CodeLlama only" (any vocabulary of 32016): a second
+    // SpecialVocab of the infill types with fixed ids; of them gguf-py writes only EOT.
+    if (config.vocab_size === 32016) {
+      out.push(
+        ...specialVocab(
+          dir,
+          readJson(dir, "tokenizer.json"),
+          Infinity,
+          false,
+          ["prefix", "suffix", "middle", "eot"],
+          { prefix: 32007, suffix: 32008, middle: 32009, eot: 32010 },
+        ),
+      );
+    }
+    // "Apply to granite small models only" (any vocabulary of 49152).
+    if (config.vocab_size === 49152) out.push(["tokenizer.ggml.add_bos_token", meta.bool(false)]);
+    return out;
   },
 };
 

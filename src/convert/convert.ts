@@ -167,7 +167,9 @@ export function planConversion(dir: string, outType: OutType): {
       ? sentencePieceMetadata(dir, vocabSize, sentencePiece)
       : tokenizerMetadata(dir, arch.tokenizer, vocabSize, config.type_vocab_size as number ?? 1)),
   );
-  for (const [key, value] of arch.afterTokenizer?.(config, sentencePiece !== undefined) ?? []) {
+  for (
+    const [key, value] of arch.afterTokenizer?.(config, sentencePiece !== undefined, dir) ?? []
+  ) {
     const at = metadata.findIndex(([k]) => k === key);
     if (at >= 0) metadata[at] = [key, value]; // a Python dict: replaced where it was first added
     else metadata.push([key, value]);

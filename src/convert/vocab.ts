@@ -114,17 +114,21 @@ function vocabBase(tokenizer: Json, vocabSize: number | undefined): {
 
 /**
  * gguf-py's `SpecialVocab`: special token ids, add-token flags, merges, template, normalizer;
- * `tokenizer` is `tokenizer.json` when the folder has one.
+ * `tokenizer` is `tokenizer.json` when the folder has one; `n`, ids must be below it
+ * (Infinity: no bound); `specialTypes`, the token types looked up; `fallbackIds`, ids set
+ * afterwards where none was found. Types without a GGUF key are skipped, as gguf-py does.
  */
 export function specialVocab(
   dir: string,
   tokenizer: Json | undefined,
   n: number,
   loadMerges: boolean,
+  specialTypes: readonly string[] = ["bos", "eos", "unk", "sep", "pad", "cls", "mask"],
+  fallbackIds: Readonly<Record<string, number>> = {},
 ): Metadata {
   const ids = new Map<string, number>();
   const add = new Map<string, boolean>();
-  let types = ["bos", "eos", "unk", "sep", "pad", "cls", "mask"];
+  let types = [...specialTypes];
   let merges: string[] = [];
   let lowercase: boolean | undefined, stripAccents: boolean | undefined | null;
   const set = (typ: string, id: unknown) => {
@@ -254,6 +258,8 @@ export function specialVocab(
     if (id === undefined && hf.text_config) id = (hf.text_config as Json)[`${typ}_token_id`];
     set(typ, id);
   }
+  // `_set_special_token` calls after loading: ids the config did not give.
+  for (const [typ, id] of Object.entries(fallbackIds)) set(typ, id);
   const out: Metadata = [];
   if (merges.length > 0) {
     out.push(["tokenizer.ggml.merges", meta.array(GgufValueType.STRING, merges)]);
