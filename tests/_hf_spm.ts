@@ -1,12 +1,21 @@
 /**
- * Synthetic Hugging Face folders whose tokenizer is a real SentencePiece
- * `tokenizer.model` (sentencepiece's BPE test model, see `_sentencepiece.ts`):
- * tiny Gemma 3 (`Gemma3ForCausalLM`), Phi-3 (`Phi3ForCausalLM`) and Llama
- * (`LlamaForCausalLM`) shapes in Hugging Face's layout, F32 weights from a
- * seeded generator (the same bytes on every machine; the Gemma 3 shape also in
- * BF16, as Gemma 3 is published), `config.json`, and a
- * `tokenizer_config.json` with added tokens, special ids and the model's real
- * chat template from the test data. Made once into `models/hf-<name>/`.
+ * Synthetic Hugging Face folders whose tokenizer is a SentencePiece
+ * `tokenizer.model`, for the converter's tests. Weights are F32 from a seeded
+ * generator (the same bytes on every machine) in Hugging Face's layout; each
+ * folder has `config.json` and `tokenizer_config.json` (added tokens, special
+ * ids, a real chat template from the test data where the family has one).
+ *
+ * - `gemma3-spm-tiny`, `phi3-spm-tiny`, `llama-spm-tiny`: `Gemma3ForCausalLM`,
+ *   `Phi3ForCausalLM`, `LlamaForCausalLM` with sentencepiece's real BPE test
+ *   model (`_sentencepiece.ts`); `gemma3-spm-tiny-bf16`: the Gemma folder in
+ *   BF16, as Gemma 3 is published; `phi3-longrope-spm-tiny`: Phi-3 with
+ *   LongRoPE factors (Phi-3.5-mini, Phi-3-mini-128k).
+ * - `llama2-vocab-spm-tiny`, `codellama-vocab-spm-tiny`: a `tokenizer.model`
+ *   holding Llama 2's 32000-piece byte-fallback vocabulary (written from the test
+ *   data's llama-2-tiny-random.gguf), with Llama 2's `tokenizer.json` special
+ *   parts; CodeLlama's 32016 tokens.
+ *
+ * A folder is made once into `models/hf-<name>/` and again when its spec changes.
  *
  * ```ts
  * import { ensureHfSpm } from "./_hf_spm.ts";
