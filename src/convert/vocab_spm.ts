@@ -13,6 +13,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { GgufValueType } from "../gguf/reader.ts";
+import { CONFIG_LIMITS } from "../model/config.ts";
 import { meta } from "../gguf/writer.ts";
 import { ConvertError } from "./errors.ts";
 import { PieceType, readSentencePieceModel } from "./sentencepiece.ts";
@@ -27,8 +28,8 @@ import {
   USER_DEFINED,
 } from "./vocab.ts";
 
-/** The largest vocabulary written (2^24; the largest real ones are ~262k). */
-const MAX_VOCAB = 1 << 24;
+/** The largest vocabulary written: the largest dotllm loads (2^22; real ones reach ~262k). */
+const MAX_VOCAB = CONFIG_LIMITS.vocabSizeMax;
 
 /** gguf's `TokenType` numbers for the UNKNOWN and BYTE pieces. */
 const UNKNOWN = 2, BYTE = 6;
