@@ -264,6 +264,22 @@ Deno.test("convert tokenizer.model: broken folders → one line, nothing written
   refused(llama, /no tokenizer\.json$/);
 });
 
+Deno.test("convert tokenizer.model: a MistralForCausalLM folder converts as Llama, byte-identical", () => {
+  const folder = copyFolder("llama2-vocab-spm-tiny", "mistral-tiny"); // its name is general.name
+  const config = JSON.parse(readFileSync(join(folder, "config.json"), "utf8"));
+  Object.assign(config, {
+    architectures: ["MistralForCausalLM"],
+    model_type: "mistral",
+    sliding_window: 4096,
+    rope_theta: 10000.0,
+    max_position_embeddings: 32768,
+  });
+  writeFileSync(join(folder, "config.json"), JSON.stringify(config));
+  const out = join(work, "mistral-tiny-f16.gguf");
+  convertHf(folder, { out, outType: "f16" });
+  assert.equal(sha256File(out), (golden.mistral_tiny_f16 as unknown as { sha256: string }).sha256);
+});
+
 Deno.test("convert CLI: a Gemma 3 folder with tokenizer.model", async () => {
   const folder = ensureHfSpm("gemma3-spm-tiny");
   const out = join(work, "cli-gemma.gguf");
