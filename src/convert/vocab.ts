@@ -21,7 +21,7 @@ import { PRE_TOKENIZER_HASHES } from "./_pre_hashes.ts";
 import { ConvertError } from "./errors.ts";
 
 /** gguf's `TokenType`. */
-const NORMAL = 1, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5;
+export const NORMAL = 1, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5;
 
 /** GGUF metadata in file order. */
 export type Metadata = [string, GgufWriteValue][];
@@ -49,7 +49,7 @@ interface AddedToken {
 }
 
 /** `TextModel.does_token_look_special`. */
-function looksSpecial(token: string): boolean {
+export function looksSpecial(token: string): boolean {
   return ["<pad>", "<mask>", "<2mass>", "[@BOS@]"].includes(token) ||
     (token.startsWith("<|") && token.endsWith("|>")) ||
     (token.startsWith("<｜") && token.endsWith("｜>")) ||
@@ -112,16 +112,23 @@ function vocabBase(tokenizer: Json, vocabSize: number | undefined): {
   return { tokens, types };
 }
 
-/** gguf-py's `SpecialVocab`: special token ids, add-token flags, merges, template, normalizer. */
-function specialVocab(
+/**
+ * gguf-py's `SpecialVocab`: special token ids, add-token flags, merges, template, normalizer;
+ * `tokenizer` is `tokenizer.json` when the folder has one; `n`, ids must be below it
+ * (Infinity: no bound); `specialTypes`, the token types looked up; `fallbackIds`, ids set
+ * afterwards where none was found. Types without a GGUF key are skipped, as gguf-py does.
+ */
+export function specialVocab(
   dir: string,
-  tokenizer: Json,
+  tokenizer: Json | undefined,
   n: number,
   loadMerges: boolean,
+  specialTypes: readonly string[] = ["bos", "eos", "unk", "sep", "pad", "cls", "mask"],
+  fallbackIds: Readonly<Record<string, number>> = {},
 ): Metadata {
   const ids = new Map<string, number>();
   const add = new Map<string, boolean>();
-  let types = ["bos", "eos", "unk", "sep", "pad", "cls", "mask"];
+  let types = [...specialTypes];
   let merges: string[] = [];
   let lowercase: boolean | undefined, stripAccents: boolean | undefined | null;
   const set = (typ: string, id: unknown) => {
@@ -129,7 +136,7 @@ function specialVocab(
     if (id < 0) throw new ConvertError(`invalid value for special token type ${typ}: ${id}`);
     if (id < n && !ids.has(typ)) ids.set(typ, id);
   };
-  if (loadMerges) {
+  if (loadMerges && tokenizer) {
     const m = (tokenizer.model as Json | undefined)?.merges;
     if (Array.isArray(m) && m.length > 0) {
       if (typeof m[0] === "string") merges = m as string[];
@@ -150,16 +157,16 @@ function specialVocab(
       for (const m of (norm.normalizers ?? []) as Json[]) parseNormalizer(m);
     }
   };
-  if (tokenizer.normalizer) parseNormalizer(tokenizer.normalizer as Json);
-  const added = (tokenizer.added_tokens ?? []) as AddedToken[];
+  if (tokenizer?.normalizer) parseNormalizer(tokenizer.normalizer as Json);
+  const added = (tokenizer?.added_tokens ?? []) as AddedToken[];
   const config = readJson(dir, "tokenizer_config.json");
   let bos = config?.bos_token, cls = config?.cls_token, eos = config?.eos_token;
   const sep = config?.sep_token;
-  if (!bos && cls && config) config.bos_token = bos = cls;
-  if (!eos && sep && config) config.eos_token = eos = sep;
+  if (tokenizer && !bos && cls && config) config.bos_token = bos = cls;
+  if (tokenizer && !eos && sep && config) config.eos_token = eos = sep;
   const content = (v: unknown) =>
     typeof v === "string" ? v : (v as Json | undefined)?.content as string | undefined;
-  const post = tokenizer.post_processor as Json | undefined;
+  const post = tokenizer?.post_processor as Json | undefined;
   if (post) {
     for (const p of (post.processors ?? [post]) as Json[]) {
       if (p.type === "ByteLevel") {
@@ -251,6 +258,8 @@ function specialVocab(
     if (id === undefined && hf.text_config) id = (hf.text_config as Json)[`${typ}_token_id`];
     set(typ, id);
   }
+  // `_set_special_token` calls after loading: ids the config did not give.
+  for (const [typ, id] of Object.entries(fallbackIds)) set(typ, id);
   const out: Metadata = [];
   if (merges.length > 0) {
     out.push(["tokenizer.ggml.merges", meta.array(GgufValueType.STRING, merges)]);
