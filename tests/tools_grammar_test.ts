@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseGbnf, SchemaError } from "../src/grammar/mod.ts";
+import { compileGrammar, parseGbnf, SchemaError } from "../src/grammar/mod.ts";
 import {
   chatGenerationParams,
   checkToolChoice,
@@ -27,6 +27,8 @@ import * as T from "./_chat_tools.ts";
 import { generationPrompt } from "./_chat_cases.ts";
 import { matches, triggerStart } from "./_grammar_text.ts";
 import { ensureLlamaCppSource } from "./_llamacpp_src.ts";
+import { SMOLLM2_Q4_1 } from "./_server.ts";
+import { tokenizerOf } from "./_vocabs.ts";
 
 const templatesDir = join(ensureLlamaCppSource(), "models", "templates");
 const templateSource = (name: string) => readFileSync(join(templatesDir, name), "utf8");
@@ -382,4 +384,27 @@ Deno.test("the generation prompt is what add_generation_prompt adds", () => {
     ),
     "<|im_start|>assistant\n",
   );
+});
+
+Deno.test("on SmolLM2's real vocabulary, each format's required grammar takes its call token by token", () => {
+  const tokenizer = tokenizerOf(SMOLLM2_Q4_1);
+  const eos = [...Array(tokenizer.vocabSize).keys()].find((t) => tokenizer.isEog(t))!;
+  for (const f of FORMATS) {
+    const format = detectToolFormat(templateSource(f.template));
+    const prompt = f.template === "google-gemma-2-2b-it.jinja" ? "" : generationPrompt(f.template);
+    const params = chatGenerationParams({
+      format,
+      tools,
+      toolChoice: "required",
+      generationPrompt: prompt,
+    });
+    const m = compileGrammar(params.grammar, tokenizer).matcher();
+    const output = (f.required ?? "") + f.call("special_function", good);
+    const ids = tokenizer.encode(output, { addSpecial: false });
+    for (const id of ids) {
+      assert.ok(m.allows(id), `${format.name}: token ${id} of ${JSON.stringify(output)}`);
+      m.accept(id);
+    }
+    assert.ok(m.allows(eos), `${format.name}: may end after ${JSON.stringify(output)}`);
+  }
 });
