@@ -11,9 +11,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseGbnf, SchemaError } from "../src/grammar/mod.ts";
-import { CompiledGrammar } from "../src/grammar/matcher.ts";
-import { TokenTrie } from "../src/grammar/token_trie.ts";
+import { compileGrammar, parseGbnf, SchemaError } from "../src/grammar/mod.ts";
 import {
   chatGenerationParams,
   checkToolChoice,
@@ -27,59 +25,13 @@ import {
 } from "../src/tools/mod.ts";
 import * as T from "./_chat_tools.ts";
 import { generationPrompt } from "./_chat_cases.ts";
+import { matches, triggerStart } from "./_grammar_text.ts";
 import { ensureLlamaCppSource } from "./_llamacpp_src.ts";
+import { SMOLLM2_Q4_1 } from "./_server.ts";
+import { tokenizerOf } from "./_vocabs.ts";
 
 const templatesDir = join(ensureLlamaCppSource(), "models", "templates");
 const templateSource = (name: string) => readFileSync(join(templatesDir, name), "utf8");
-
-/** 256 one-byte tokens and an end-of-generation token (256). */
-const byteVocab = {
-  vocabSize: 257,
-  pieceBytes: (id: number) => (id < 256 ? Uint8Array.of(id) : new TextEncoder().encode("</s>")),
-  isEog: (id: number) => id === 256,
-};
-const byteTrie = new TokenTrie(byteVocab);
-
-/** True when the grammar takes all of `text`, byte by byte, and may end there. */
-function matches(grammar: string, text: string): boolean {
-  const m = new CompiledGrammar(parseGbnf(grammar), byteTrie).matcher();
-  for (const b of new TextEncoder().encode(text)) {
-    if (!m.allows(b)) return false;
-    m.accept(b);
-  }
-  return m.allows(256);
-}
-
-/**
- * Where a lazy grammar starts in `prompt + output` (llama.cpp's test-chat.cpp semantics): the
- * earliest trigger; a pattern's first capture group; not before the output.
- */
-function triggerStart(
-  triggers: GrammarTrigger[],
-  prompt: string,
-  output: string,
-): number | undefined {
-  const full = prompt + output;
-  let best: number | undefined;
-  for (const t of triggers) {
-    let pos: number | undefined;
-    if (t.kind === "word") {
-      const i = full.indexOf(t.value);
-      if (i >= 0) pos = i;
-    } else if (t.kind === "pattern") {
-      const m = new RegExp(t.value, "d").exec(full);
-      if (m) pos = m.indices![1]?.[0] ?? m.index;
-    } else if (t.kind === "pattern_full") {
-      const re = new RegExp(`^(?:${t.value})$`, "d");
-      for (let end = prompt.length; end <= full.length && pos === undefined; end++) {
-        const m = re.exec(full.slice(0, end));
-        if (m) pos = m.indices![1]?.[0] ?? 0;
-      }
-    }
-    if (pos !== undefined && (best === undefined || pos < best)) best = pos;
-  }
-  return best === undefined ? undefined : Math.max(best, prompt.length);
-}
 
 interface FormatCase {
   template: string;
@@ -432,4 +384,27 @@ Deno.test("the generation prompt is what add_generation_prompt adds", () => {
     ),
     "<|im_start|>assistant\n",
   );
+});
+
+Deno.test("on SmolLM2's real vocabulary, each format's required grammar takes its call token by token", () => {
+  const tokenizer = tokenizerOf(SMOLLM2_Q4_1);
+  const eos = [...Array(tokenizer.vocabSize).keys()].find((t) => tokenizer.isEog(t))!;
+  for (const f of FORMATS) {
+    const format = detectToolFormat(templateSource(f.template));
+    const prompt = f.template === "google-gemma-2-2b-it.jinja" ? "" : generationPrompt(f.template);
+    const params = chatGenerationParams({
+      format,
+      tools,
+      toolChoice: "required",
+      generationPrompt: prompt,
+    });
+    const m = compileGrammar(params.grammar, tokenizer).matcher();
+    const output = (f.required ?? "") + f.call("special_function", good);
+    const ids = tokenizer.encode(output, { addSpecial: false });
+    for (const id of ids) {
+      assert.ok(m.allows(id), `${format.name}: token ${id} of ${JSON.stringify(output)}`);
+      m.accept(id);
+    }
+    assert.ok(m.allows(eos), `${format.name}: may end after ${JSON.stringify(output)}`);
+  }
 });

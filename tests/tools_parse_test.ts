@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
+  chatGenerationParams,
   computeDiffs,
   detectToolFormat,
   diffsToDeltas,
@@ -18,10 +19,12 @@ import {
   type ParsedMessage,
   toolCallIdGenerator,
   ToolCallIds,
+  type ToolFormat,
   type ToolFormatName,
 } from "../src/tools/mod.ts";
 import { CHAT_CASES, type ChatCase, expectedCalls, generationPrompt } from "./_chat_cases.ts";
 import * as T from "./_chat_tools.ts";
+import { matches, triggerStart } from "./_grammar_text.ts";
 import { ensureLlamaCppSource } from "./_llamacpp_src.ts";
 
 const templatesDir = join(ensureLlamaCppSource(), "models", "templates");
@@ -103,7 +106,34 @@ function runCase(c: ChatCase): ParsedMessage {
     );
   }
   assertMessage(accum, expected, "accumulated stream");
+  if (!c.isPartial && expected.toolCalls.length > 0) {
+    checkGrammar(c, format, options.generationPrompt);
+  }
   return accum;
+}
+
+/**
+ * As test-chat.cpp checks a case's grammar (tool_choice auto): the lazy grammar's trigger
+ * fires on the output, and the grammar takes the output from there to the end.
+ */
+function checkGrammar(c: ChatCase, format: ToolFormat, generationPrompt: string): void {
+  const params = chatGenerationParams({
+    format,
+    tools: c.tools,
+    parallelToolCalls: c.parallel ?? false,
+    generationPrompt,
+    enableThinking: c.enableThinking ?? true,
+  });
+  let constrained = c.input;
+  if (params.grammarLazy) {
+    const at = triggerStart(params.grammarTriggers, generationPrompt, c.input);
+    assert.ok(at !== undefined, `the trigger does not fire on ${JSON.stringify(c.input)}`);
+    constrained = (generationPrompt + c.input).slice(at);
+  }
+  assert.ok(
+    matches(params.grammar, constrained),
+    `the grammar refuses ${JSON.stringify(constrained)}\n${params.grammar}`,
+  );
 }
 
 /** The ported cases per format, counted for the report. */

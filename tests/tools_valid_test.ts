@@ -44,7 +44,7 @@ function weight(b: number): number {
 }
 
 /** Text that ends free text (a reasoning block, an XML value): walks type it now and then. */
-const CLOSERS = ["\n</parameter>\n", "</think>", "<|END_THINKING|>"].map((t) =>
+const CLOSERS = ["\n</parameter>\n", "</think>", "<|END_THINKING|>", "<|end|>"].map((t) =>
   new TextEncoder().encode(t)
 );
 

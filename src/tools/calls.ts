@@ -292,6 +292,30 @@ function deepseekSection(v31: boolean) {
   };
 }
 
+/**
+ * A parameter's value up to its closing tag, taken: `\n</parameter>\n` as llama.cpp reads
+ * it (so a value may hold `</parameter>` itself); in a final text also the tag at the end
+ * or without its line breaks. `undefined` while it is still being written.
+ */
+function parameterValue(c: Cursor, partial: boolean): string | undefined {
+  const text = c.text;
+  const start = c.pos;
+  let at = text.indexOf("\n</parameter>\n", start);
+  let end = at + "\n</parameter>\n".length;
+  if (at < 0 && !partial) {
+    if (text.endsWith("\n</parameter>") && text.length - 13 >= start) {
+      at = text.length - 13;
+      end = text.length;
+    } else {
+      at = text.indexOf("</parameter>", start);
+      end = at + "</parameter>".length;
+    }
+  }
+  if (at < 0) return undefined;
+  c.pos = end;
+  return text.slice(start, at) + (text[at] === "\n" ? "\n" : "");
+}
+
 /** Qwen3-Coder's `<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>…`. */
 function qwen3CoderSection(text: string, at: number, ctx: CallContext): Section | undefined {
   const c = new Cursor(text, at);
@@ -317,13 +341,12 @@ function qwen3CoderSection(text: string, at: number, ctx: CallContext): Section 
         const key = c.until(">");
         if (key === undefined) break;
         c.pos++;
-        const value = c.until("</parameter>");
+        const value = parameterValue(c, ctx.partial);
         if (value === undefined) {
           params.push({ key: key.text.trim(), value: text.slice(c.pos), complete: false });
           break;
         }
-        params.push({ key: key.text.trim(), value: value.text, complete: true });
-        c.pos += "</parameter>".length;
+        params.push({ key: key.text.trim(), value, complete: true });
         continue;
       }
       const f = c.lit("</function>");

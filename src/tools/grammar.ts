@@ -58,25 +58,56 @@ function escapeRegex(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
+/** A code point inside a GBNF character class (ASCII punctuation as `\\xHH`). */
+function classChar(c: string): string {
+  const cp = c.codePointAt(0)!;
+  return cp < 0x80 && !/[A-Za-z0-9]/.test(c) ? "\\x" + cp.toString(16).padStart(2, "0") : c;
+}
+
 /**
- * GBNF for any text not containing `word`, followed by nothing: `(c)*` where each step takes
- * a character that cannot start `word`, or a proper start of `word` followed by a character
- * that neither continues it nor starts it again; then, optionally, a proper start of `word`
- * (so that the text may end right before it). Stricter than needed only for words whose
- * first character recurs inside them (never looser).
+ * Rules for any text that does not contain `word` (llama.cpp's `until`): a rule per state of
+ * the word's matching automaton (how much of the word the text ends with, by the KMP failure
+ * function), each taking one more character to the next state, never to the whole word, or
+ * ending — where the word then following would not appear sooner (the text may end with
+ * `\n` before `\n</parameter>\n`, not with `\n</parameter>`). Returns the start rule's
+ * name, `not-NAME-0`.
  */
-export function excludingText(word: string): string {
-  const chars = [...word];
-  const cls = (c: string) => (c === "\\" || c === "]" || c === "-" || c === "^" ? "\\" + c : c);
-  const alts = [`[^${cls(chars[0])}]`];
-  const prefixes: string[] = [];
-  for (let i = 1; i < chars.length; i++) {
-    const prefix = chars.slice(0, i).join("");
-    prefixes.push(lit(prefix));
-    const not = chars[i] === chars[0] ? cls(chars[0]) : cls(chars[i]) + cls(chars[0]);
-    alts.push(`${lit(prefix)} [^${not}]`);
+export function excludingRules(rules: SchemaRules, name: string, word: string): string {
+  const w = [...word];
+  const n = w.length;
+  const fail = new Array<number>(n).fill(0);
+  for (let i = 1, k = 0; i < n; i++) {
+    while (k > 0 && w[i] !== w[k]) k = fail[k - 1];
+    if (w[i] === w[k]) k++;
+    fail[i] = k;
   }
-  return `( ${alts.join(" | ")} )* ( ${prefixes.join(" | ")} )?`;
+  const next = (state: number, c: string): number => {
+    let k = state;
+    while (k > 0 && w[k] !== c) k = fail[k - 1];
+    return w[k] === c ? k + 1 : 0;
+  };
+  const chars = [...new Set(w)];
+  const other = `[^${chars.map(classChar).join("")}]`;
+  const ruleName = (state: number) => `not-${name}-${state}`;
+  // the text may end in a state only if the word then following is not found earlier
+  // (ending with "\n</parameter>" before "\n</parameter>\n" would close the value there)
+  const mayEnd = (state: number): boolean => {
+    let k = state;
+    for (let i = 0; i < n - 1; i++) {
+      k = next(k, w[i]);
+      if (k === n) return false;
+    }
+    return true;
+  };
+  for (let state = 0; state < n; state++) {
+    const alts = [`${other} ${ruleName(0)}`];
+    for (const c of chars) {
+      const to = next(state, c);
+      if (to < n) alts.push(`${lit(c)} ${ruleName(to)}`);
+    }
+    rules.addRule(ruleName(state), `( ${alts.join(" | ")} )${mayEnd(state) ? "?" : ""}`);
+  }
+  return ruleName(0);
 }
 
 interface CallRules {
@@ -151,24 +182,67 @@ function xmlValueRule(
     }
   }
   // any text is a string of the type (a union's other types are read from it when they parse)
-  return rules.addRule("xml-text-value", excludingText("\n</parameter>"));
+  return excludingRules(rules, "parameter-end", "\n</parameter>\n");
 }
 
-/** Qwen3-Coder's `<parameter=KEY>\nVALUE\n</parameter>\n` rules for a tool (schema order). */
+/** Most required parameters taken in any order (llama.cpp's `COMMON_CHAT_MAX_PERMUTE`); more: schema order. */
+const MAX_PERMUTE = 6;
+/** Most optional parameters taken as any subset in any order; more: each optional, in schema order. */
+const MAX_OPTIONAL_SUBSETS = 8;
+
+/**
+ * Rules taking each of `params` once, in any order (all of them, or any subset): one rule per
+ * set of parameters still to come.
+ */
+function anyOrder(rules: SchemaRules, name: string, params: string[], all: boolean): string {
+  const names = new Map<number, string>();
+  const ruleFor = (left: number): string => {
+    const known = names.get(left);
+    if (known !== undefined) return known;
+    const rule = `${name}-${left}`;
+    names.set(left, rule);
+    const alts: string[] = [];
+    params.forEach((p, i) => {
+      const bit = 1 << i;
+      if (left & bit) {
+        const rest = left & ~bit;
+        alts.push(rest === 0 ? p : `${p} ${ruleFor(rest)}`);
+      }
+    });
+    rules.addRule(rule, all ? `( ${alts.join(" | ")} )` : `( ${alts.join(" | ")} )?`);
+    return rule;
+  };
+  return ruleFor((1 << params.length) - 1);
+}
+
+/**
+ * Qwen3-Coder's `<parameter=KEY>\nVALUE\n</parameter>\n` rules for a tool: the required
+ * parameters in any order, then any of the optional ones, each once, in any order (llama.cpp
+ * lets an optional one repeat).
+ */
 function xmlParameterRules(rules: SchemaRules, tool: ToolDefinition, index: number): string {
   const schema = toolParameters(tool);
   const props = (schema.properties ?? {}) as Record<string, unknown>;
   const required = new Set(Array.isArray(schema.required) ? schema.required as string[] : []);
   const name = tool.function.name;
-  const parts: string[] = [];
+  const req: string[] = [];
+  const opt: string[] = [];
   for (const [key, prop] of Object.entries(props)) {
     const value = xmlValueRule(rules, name, index, key, prop);
     const rule = rules.addRule(
       `${name}-${key}-param`,
       `${lit(`<parameter=${key}>\n`)} ${value} ${lit("\n</parameter>\n")}`,
     );
-    parts.push(required.has(key) ? rule : `${rule}?`);
+    (required.has(key) ? req : opt).push(rule);
   }
+  const parts: string[] = [];
+  if (req.length > 1 && req.length <= MAX_PERMUTE) {
+    // named by the tool's index: referenced before they are added, they must keep their names
+    parts.push(anyOrder(rules, `tool${index}-required`, req, true));
+  } else parts.push(...req);
+  if (opt.length > 1 && opt.length <= MAX_OPTIONAL_SUBSETS) {
+    parts.push(anyOrder(rules, `tool${index}-optional`, opt, false));
+  } else parts.push(...opt.map((o) => `${o}?`));
   return parts.join(" ");
 }
 
@@ -241,15 +315,18 @@ function callRules(format: ToolFormatName, tools: readonly ToolDefinition[]): Ca
 }
 
 /** The rule for one call or (parallel) several, wrapped as the format writes a section. */
-function sectionRule(format: ToolFormatName, call: string, parallel: boolean): string {
+function sectionRule(format: ToolFormat, call: string, parallel: boolean): string {
   const many = (sep: string) => (parallel ? `${call} (${sep} ${call})*` : call);
-  switch (format) {
+  switch (format.name) {
     case "hermes":
       return many(sp);
-    case "qwen3-coder":
+    case "qwen3-coder": {
+      // Qwen3-Coder (no reasoning) may leave out the first <tool_call>, as llama.cpp allows
+      const first = format.thinkingStart === "" ? `"<tool_call>\\n"?` : `"<tool_call>\\n"`;
       return parallel
-        ? `"<tool_call>\\n"? ${call} "</tool_call>" (${sp} "<tool_call>\\n" ${call} "</tool_call>")*`
-        : `"<tool_call>\\n"? ${call} "</tool_call>"`;
+        ? `${first} ${call} "</tool_call>" (${sp} "<tool_call>\\n" ${call} "</tool_call>")*`
+        : `${first} ${call} "</tool_call>"`;
+    }
     case "llama3":
     case "gpt-oss":
       return call;
@@ -278,22 +355,28 @@ function sectionRule(format: ToolFormatName, call: string, parallel: boolean): s
         } ${sp} "]" ${sp} "}"`
         : `"{" ${sp} "\\"tool_call\\"" ${sp} ":" ${sp} ${call} ${sp} "}"`;
     default:
-      throw new Error(`no section grammar for the format ${format}`);
+      throw new Error(`no section grammar for the format ${format.name}`);
   }
 }
 
 /** Lazy triggers of a format (the text a call starts with). */
 function triggers(
-  format: ToolFormatName,
+  format: ToolFormat,
   names: string[],
   generationPrompt: string,
 ): GrammarTrigger[] {
   const alt = names.map(escapeRegex).join("|");
-  switch (format) {
+  switch (format.name) {
     case "hermes":
       return [{ kind: "word", value: "<tool_call>" }];
     case "qwen3-coder":
-      return [{ kind: "word", value: "<tool_call>" }, { kind: "word", value: "<function=" }];
+      // and for Qwen3-Coder a whole `<function=NAME>` (not `<function`, which code may hold)
+      return [
+        { kind: "word", value: "<tool_call>" },
+        ...(format.thinkingStart === ""
+          ? names.map((n) => ({ kind: "word" as const, value: `<function=${n}>` }))
+          : []),
+      ];
     case "llama3":
       return [{
         kind: "pattern_full",
@@ -411,11 +494,18 @@ export function chatGenerationParams(options: ChatParamsOptions): ChatGeneration
   const parallel = params.parallelToolCalls && typeof choice !== "object";
   const { rules, calls } = callRules(format.name, tools);
   const call = rules.addRule("tool-call", calls.join(" | "));
-  const section = rules.addRule("tool-calls", sectionRule(format.name, call, parallel));
+  let section = rules.addRule("tool-calls", sectionRule(format, call, parallel));
   const lazy = choice === "auto" && format.name !== "generic";
+  const pythonTag = (format.name === "llama3" || format.name === "functionary-v3.1") &&
+    params.toolNames.includes("python");
+  if (pythonTag) {
+    // raw code after <|python_tag|> is a call to the python tool (any text is a code string)
+    section = rules.addRule("tool-calls-or-code", `${section} | "<|python_tag|>" [^\\x00]*`);
+  }
   if (lazy) {
-    rules.addRule("root", section);
-    params.grammarTriggers = triggers(format.name, params.toolNames, generationPrompt);
+    rules.addRule("root", `${section} ${sp}`);
+    params.grammarTriggers = triggers(format, params.toolNames, generationPrompt);
+    if (pythonTag) params.grammarTriggers.push({ kind: "word", value: "<|python_tag|>" });
   } else if (format.name === "generic" && choice === "auto") {
     const response = rules.addRule(
       "response",
@@ -428,7 +518,7 @@ export function chatGenerationParams(options: ChatParamsOptions): ChatGeneration
       "root",
       `${
         reasoningPrefix(format, generationPrompt, options.enableThinking ?? true, rules)
-      }${section}`,
+      }${section} ${sp}`,
     );
   }
   params.grammar = rules.format();
@@ -444,7 +534,7 @@ function reasoningPrefix(
   rules: SchemaRules,
 ): string {
   if (format.name === "gpt-oss") {
-    const body = rules.addRule("reasoning-text", excludingText("<|end|>"));
+    const body = excludingRules(rules, "analysis-end", "<|end|>");
     rules.addRule(
       "reasoning",
       `"<|channel|>analysis<|message|>" ${body} "<|end|>" "<|start|>assistant"`,
@@ -452,7 +542,7 @@ function reasoningPrefix(
     return "reasoning? ";
   }
   if (format.thinkingStart === "") return "";
-  const body = rules.addRule("reasoning-text", excludingText(format.thinkingEnd));
+  const body = excludingRules(rules, "reasoning-end", format.thinkingEnd);
   if (
     enableThinking &&
     promptOpensReasoning(generationPrompt, format.thinkingStart, format.thinkingEnd)

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { scanJson, skipSpace } from "./json_scan.ts";
 import { partialMarkerLength } from "./reasoning.ts";
 import type { ParsedMessage, ReasoningFormat, ToolCall } from "./types.ts";
 
@@ -37,10 +38,13 @@ export function parseHarmony(
       .filter((r) => r !== "assistant");
     const recipient = recipients.at(-1);
     const bodyStart = headerEnd + "<|message|>".length;
+    // a call's JSON arguments end where the JSON does (a string in them may hold "<|end|>")
+    const json = recipient === undefined ? undefined : scanJson(text, skipSpace(text, bodyStart));
+    const searchFrom = json?.complete ? json.end : json !== undefined ? text.length : bodyStart;
     let bodyEnd = text.length;
     let endTag = "";
     for (const e of ENDS) {
-      const at = text.indexOf(e, bodyStart);
+      const at = text.indexOf(e, searchFrom);
       if (at >= 0 && at < bodyEnd) {
         bodyEnd = at;
         endTag = e;

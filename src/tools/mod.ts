@@ -46,7 +46,6 @@ export {
 export {
   chatGenerationParams,
   type ChatParamsOptions,
-  excludingText,
   generationPromptOf,
   GENERIC_TOOLS_SYSTEM_PROMPT,
 } from "./grammar.ts";

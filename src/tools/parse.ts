@@ -60,7 +60,11 @@ export function parseChatOutput(text: string, options: ParseOptions): ParsedMess
       tools: new Set(tools.keys()),
     });
   }
-  const syntax = tools.size > 0 ? CALL_SYNTAX[format.name] : undefined;
+  let syntax = tools.size > 0 ? CALL_SYNTAX[format.name] : undefined;
+  if (syntax !== undefined && format.name === "qwen3-coder" && format.thinkingStart !== "") {
+    // Qwen3.5 / Nemotron 3 always open their calls with <tool_call> (llama.cpp's tool_call_starts)
+    syntax = { ...syntax, markers: ["<tool_call>"] };
+  }
   const { reasoning, rest } = splitReasoning(text, {
     start: format.thinkingStart,
     end: format.thinkingEnd,

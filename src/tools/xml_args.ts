@@ -109,8 +109,8 @@ export function xmlArguments(
     if (p.complete) {
       parts.push(JSON.stringify(p.key) + ":" + valueJson(kind, trimValue(p.value)));
     } else if (kind.kind === "string") {
-      // what is written so far, less what may be the closing "\n</parameter>"
-      let v = p.value.slice(0, p.value.length - partialMarkerLength(p.value, ["\n</parameter>"]));
+      // what is written so far, less what may be the closing "\n</parameter>\n"
+      let v = p.value.slice(0, p.value.length - partialMarkerLength(p.value, ["\n</parameter>\n"]));
       if (v.startsWith("\n")) v = v.slice(1);
       else if ("\n".startsWith(v)) v = "";
       parts.push(JSON.stringify(p.key) + ':"' + JSON.stringify(v).slice(1, -1));
