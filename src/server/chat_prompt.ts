@@ -16,6 +16,7 @@
  * @module
  */
 import { type ChatMessage, ChatTemplate } from "../chat/mod.ts";
+import { concatParts } from "../chat/messages.ts";
 import type { GrammarTrigger } from "../grammar/mod.ts";
 import {
   chatGenerationParams,
@@ -83,6 +84,8 @@ export interface ChatPlan {
   stops: string[];
   /** The options of the output's parser (`ChatOutputStream`). */
   output: Omit<ParseOptions, "isPartial">;
+  /** A continued assistant message's text: the reply starts with it (llama-server's echo). */
+  echo: string;
 }
 
 /**
@@ -102,29 +105,24 @@ export function planChat(template: ChatTemplate, input: ChatRequestInput): ChatP
   };
   const prompt = template.render(input.messages, { ...options, addGenerationPrompt: true });
   const last = input.messages[input.messages.length - 1];
+  const continued = last?.role === "assistant";
   // The text the template adds for the assistant's turn: what parsing starts after (a
   // continued assistant message renders no generation prompt).
-  const generationPrompt = last?.role === "assistant" ||
+  const generationPrompt = continued ||
       (format.thinkingStart === "" && tools === undefined)
     ? ""
     : generationPromptOf(
       prompt,
       template.render(input.messages, { ...options, addGenerationPrompt: false }),
     );
-  // the template's own rule (RenderOptions): kwargs, then reasoning_effort "none"
-  const kwargThinking = input.chatTemplateKwargs?.enable_thinking;
-  const enableThinking = input.reasoningEffort === "none"
-    ? false
-    : typeof kwargThinking === "boolean"
-    ? kwargThinking
-    : input.enableThinking ?? template.supportsThinking;
+  // Whether the reply starts inside a reasoning block is read from the generation prompt
+  // the template wrote (a template may ignore `enable_thinking`), as llama-server does.
   const params = chatGenerationParams({
     format,
     tools,
     toolChoice: input.toolChoice,
     parallelToolCalls: input.parallelToolCalls,
     generationPrompt,
-    enableThinking,
   });
   const plan: ChatPlan = {
     prompt,
@@ -133,9 +131,10 @@ export function planChat(template: ChatTemplate, input: ChatRequestInput): ChatP
       format,
       tools: params.tools,
       generationPrompt,
-      enableThinking,
-      reasoningFormat: input.reasoningFormat ?? "auto",
+      // llama-server returns a continued message whole, its reasoning block as content
+      reasoningFormat: continued ? "none" : input.reasoningFormat ?? "auto",
     },
+    echo: continued ? messageText(last) : "",
   };
   if (params.grammar !== "") {
     plan.grammar = params.grammar;
@@ -145,6 +144,14 @@ export function planChat(template: ChatTemplate, input: ChatRequestInput): ChatP
     }
   }
   return plan;
+}
+
+/** A message's text: its content, or its text parts joined. */
+function messageText(m: ChatMessage): string {
+  const c = m.content;
+  if (typeof c === "string") return c;
+  if (Array.isArray(c)) return concatParts(c);
+  return "";
 }
 
 const templates = new WeakMap<object, ChatTemplate>();

@@ -421,7 +421,7 @@ export class ApiHandler {
         queue.push({ type: "error", status: 499, message: "the client closed the request" });
       };
       request.signal?.addEventListener("abort", abort, { once: true });
-      const reply = new Reply(kind, parsed, first.promptTokens, this.backend.info.id, plan?.output);
+      const reply = new Reply(kind, parsed, first.promptTokens, this.backend.info.id, plan);
       if (parsed.stream) return this.#stream(reply, queue, abort, end);
       for (;;) {
         const e = await queue.next();
@@ -537,7 +537,7 @@ class Reply {
     readonly request: ParsedRequest,
     readonly promptTokens: number,
     modelId: string,
-    output?: ChatPlan["output"],
+    plan?: ChatPlan,
   ) {
     this.id = randomId(kind === "chat" ? "chatcmpl-" : "cmpl-");
     this.model = request.model ?? modelId;
@@ -547,7 +547,9 @@ class Reply {
       finishReason: null,
       completionTokens: 0,
       sentRole: false,
-      output: output === undefined ? undefined : new ChatOutputStream(output),
+      output: plan === undefined
+        ? undefined
+        : new ChatOutputStream(plan.output, undefined, plan.echo),
     }));
   }
 

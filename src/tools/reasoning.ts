@@ -61,7 +61,7 @@ function isSpace(c: string): boolean {
 }
 
 /**
- * The reasoning (trimmed; "" when only whitespace) and the text after it. With reasoning
+ * The reasoning (see `kept`; "" when only whitespace) and the text after it. With reasoning
  * format `none`, nothing is split, and a block the prompt opened is given back to the
  * content with its opening tag (as llama.cpp does).
  */
@@ -78,7 +78,10 @@ export function splitReasoning(
     return { reasoning: "", rest: opened ? prompt.slice(prompt.lastIndexOf(start)) + text : text };
   }
   let pos = 0;
-  if (!opened) {
+  // A block the prompt opened: llama.cpp parses the prompt's text after the opening tag
+  // (usually a newline) as the reasoning's start.
+  if (opened) text = prompt.slice(prompt.lastIndexOf(start) + start.length) + text;
+  else {
     while (pos < text.length && isSpace(text[pos])) pos++;
     if (text.startsWith(start, pos)) pos += start.length;
     else if (partial && pos < text.length && start.startsWith(text.slice(pos))) {
@@ -98,8 +101,20 @@ export function splitReasoning(
   }
   if (close < 0) {
     const held = partial ? partialMarkerLength(text, [end, ...stops]) : 0;
-    return { reasoning: text.slice(pos, text.length - held).trim(), rest: "" };
+    return { reasoning: kept(text.slice(pos, text.length - held), opened), rest: "" };
   }
   while (after < text.length && isSpace(text[after])) after++;
-  return { reasoning: text.slice(pos, close).trim(), rest: text.slice(after) };
+  return { reasoning: kept(text.slice(pos, close), opened), rest: text.slice(after) };
+}
+
+/**
+ * The reasoning text kept. A block the generation prompt opened is kept as
+ * the model wrote it, its first newlines included, as llama-server returns
+ * it (none when it is only whitespace: an empty `<think></think>`); a block
+ * the model opened itself is trimmed (llama.cpp's tag-based parser takes the
+ * whitespace around its tags).
+ */
+function kept(reasoning: string, opened: boolean): string {
+  if (reasoning.trim() === "") return "";
+  return opened ? reasoning : reasoning.trim();
 }

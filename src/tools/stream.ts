@@ -35,10 +35,15 @@ export class ChatOutputStream {
   #text = "";
   #message: ParsedMessage = { content: "", reasoningContent: "", toolCalls: [] };
 
-  /** `ids`: the call-id maker (default llama-server's for the format). */
-  constructor(options: Omit<ParseOptions, "isPartial">, ids?: ToolCallIds) {
+  /**
+   * `ids`: the call-id maker (default llama-server's for the format);
+   * `echo`: text the reply starts with before the generated text (a
+   * continued assistant message, which llama-server returns whole).
+   */
+  constructor(options: Omit<ParseOptions, "isPartial">, ids?: ToolCallIds, echo = "") {
     this.#options = options;
     this.#ids = ids ?? new ToolCallIds(toolCallIdGenerator(options.format.name));
+    this.#text = echo;
   }
 
   /** The generated text so far. */
