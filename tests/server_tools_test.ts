@@ -6,13 +6,16 @@
  * yield calls to declared tools whose arguments validate (ajv), at
  * temperature 1.0; the streamed deltas add up to the non-streamed reply; a
  * tool result completes the round trip; `parallel_tool_calls` gives several
- * calls; bad tools are 400s naming the field.
+ * calls; bad tools are 400s naming the field; a template that raises for a
+ * conversation (Mistral Nemo's 9-character call ids) is a 400 with its
+ * message; and Python's `openai` client gets the same calls, streamed and not.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { validator } from "./_ajv.ts";
 import { ensureLlamaCppSource } from "./_llamacpp_src.ts";
+import { pythonPackages, runPython } from "./_python.ts";
 import { SMOLLM2_Q4_1, startServer } from "./_server.ts";
 
 const WEATHER = {
@@ -53,6 +56,34 @@ const TEMPLATES = [
 ];
 
 const ASK = [{ role: "user" as const, content: "What is the weather like in Paris today?" }];
+
+/** The Python client: one required call greedily, then streamed; both validated with jsonschema. */
+const PYTHON_TOOLS = `
+import json, os, jsonschema
+from openai import OpenAI
+api = OpenAI(base_url=os.environ["BASE_URL"], api_key="none", max_retries=0)
+tools = json.loads(os.environ["TOOLS"])
+schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+ask = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+r = api.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice="required",
+                                temperature=0, max_tokens=120)
+calls = [[c.function.name, c.function.arguments] for c in r.choices[0].message.tool_calls]
+valid = True
+for name, args in calls:
+    try:
+        jsonschema.validate(json.loads(args), schemas[name])
+    except jsonschema.ValidationError:
+        valid = False
+streamed = {}
+for chunk in api.chat.completions.create(model="m", messages=ask, tools=tools, tool_choice="required",
+                                         temperature=0, max_tokens=120, stream=True):
+    for d in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+        c = streamed.setdefault(d.index, ["", ""])
+        if d.function.name: c[0] += d.function.name
+        c[1] += d.function.arguments or ""
+print(json.dumps({"calls": calls, "streamed": [streamed[i] for i in sorted(streamed)],
+                  "valid": valid, "finish": r.choices[0].finish_reason}))
+`;
 
 type Call = { id?: string; type?: string; function: { name: string; arguments: string } };
 
@@ -222,6 +253,56 @@ for (const template of TEMPLATES) {
             else assert.equal(most, 1);
           },
         );
+
+        await t.step("Python openai: required calls, streamed and not, the same", async () => {
+          const env = await pythonPackages("openai-3.63.0", [
+            "openai==3.63.0",
+            "jsonschema==4.26.0",
+          ]);
+          const out = await runPython(env, PYTHON_TOOLS, {
+            BASE_URL: server.url + "/v1",
+            TOOLS: JSON.stringify(TOOLS),
+          });
+          const r = JSON.parse(out.trim().split("\n").pop()!);
+          assert.ok(r.calls.length > 0);
+          assert.deepEqual(r.streamed, r.calls);
+          assert.equal(r.valid, true);
+          assert.equal(r.finish, "tool_calls");
+        });
+
+        if (template.startsWith("mistralai-Mistral-Nemo")) {
+          await t.step(
+            "a template that raises (call ids not 9 characters) is a 400 with its message",
+            async () => {
+              const res = await fetch(server.url + "/v1/chat/completions", {
+                method: "POST",
+                body: JSON.stringify({
+                  messages: [
+                    ...ASK,
+                    {
+                      role: "assistant",
+                      content: null,
+                      tool_calls: [{
+                        id: "call_1",
+                        type: "function",
+                        function: { name: "get_weather", arguments: '{"city": "Paris"}' },
+                      }],
+                    },
+                    { role: "tool", tool_call_id: "call_1", content: "18 C" },
+                  ],
+                  tools: TOOLS,
+                  max_tokens: 4,
+                }),
+              });
+              const body = await res.json();
+              assert.equal(res.status, 400, JSON.stringify(body));
+              assert.match(
+                body.error.message,
+                /Tool call IDs should be alphanumeric strings with length 9/,
+              );
+            },
+          );
+        }
 
         await t.step("bad tools are a 400 naming the field", async () => {
           for (
