@@ -27,6 +27,7 @@
  */
 // The library API.
 export {
+  type ChatResult,
   type GeneratedPiece,
   Llm,
   type LlmChatOptions,
@@ -82,6 +83,18 @@ export {
   parseGbnf,
   SchemaError,
 } from "./src/grammar/mod.ts";
+
+// Tool calls and reasoning: the formats of llama.cpp's templates, parsed replies.
+export {
+  ChatOutputStream,
+  detectToolFormat,
+  type ParsedMessage,
+  parseChatOutput,
+  type ReasoningFormat,
+  type ToolChoice,
+  type ToolDefinition,
+  type ToolFormat,
+} from "./src/tools/mod.ts";
 
 // Chat: templates rendered as llama.cpp renders them, and multi-turn sessions.
 export {

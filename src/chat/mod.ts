@@ -31,3 +31,4 @@ export {
   type ChatTurnOptions,
 } from "./session.ts";
 export { applyChatTemplate, type ApplyTemplateOptions, cachedChatTemplate } from "./apply.ts";
+export { type ChatPlan, type ChatRequestInput, planChat } from "./plan.ts";

@@ -54,6 +54,8 @@ export interface ConstraintSpec {
    * appears, then the grammar constrains it from the trigger on (tool calls).
    */
   triggers?: readonly GrammarTrigger[];
+  /** Text a lazy grammar's trigger buffer starts with (a chat's generation prompt). */
+  triggerPrefix?: string;
 }
 
 /** The GBNF text a spec asks for, or undefined when it asks for nothing. Throws on two at once. */
@@ -174,5 +176,5 @@ export function grammarConstraint(
   const triggers = spec.triggers === undefined
     ? undefined
     : compileGrammarTriggers(spec.triggers, tokenizer);
-  return constraintProcessor(compileGrammar(text, tokenizer), triggers);
+  return constraintProcessor(compileGrammar(text, tokenizer), triggers, spec.triggerPrefix);
 }

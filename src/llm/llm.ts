@@ -25,7 +25,13 @@
  *
  * @module
  */
-import { applyChatTemplate, type ApplyTemplateOptions, type ChatMessage } from "../chat/mod.ts";
+import {
+  applyChatTemplate,
+  type ApplyTemplateOptions,
+  cachedChatTemplate,
+  type ChatMessage,
+  planChat,
+} from "../chat/mod.ts";
 import {
   generate,
   type GenerationResult,
@@ -33,6 +39,13 @@ import {
   type LogitProcessor,
 } from "../generation/mod.ts";
 import { type ConstraintSpec, grammarConstraint } from "../grammar/mod.ts";
+import {
+  ChatOutputStream,
+  type ParsedMessage,
+  type ReasoningFormat,
+  type ToolChoice,
+  type ToolDefinition,
+} from "../tools/mod.ts";
 import {
   type CacheType,
   Context,
@@ -103,12 +116,28 @@ export interface LlmCompleteOptions extends LlmGenerateOptions {
   collectText?: boolean;
 }
 
-/** Options of {@linkcode Llm.chat}: those of `generate`, plus the template's. */
+/** Options of {@linkcode Llm.chat}: those of `generate`, plus the template's and the tools'. */
 export interface LlmChatOptions extends LlmGenerateOptions {
   /** Jinja source (or a built-in's name: chatml, llama3, gemma, phi3, mistral) overriding the file's. */
   template?: string;
   /** The clock the template's `strftime_now` reads; default now. */
   now?: Date;
+  /** OpenAI function tools the model may call (the template lists them; calls are constrained). */
+  tools?: readonly ToolDefinition[];
+  /** `auto` (default), `none`, `required`, or one named function. */
+  toolChoice?: ToolChoice;
+  /** Several calls in one reply (default false). */
+  parallelToolCalls?: boolean;
+  /** Extra template variables, e.g. `{ enable_thinking: false }`. */
+  chatTemplateKwargs?: Record<string, unknown>;
+  /** `auto` (default): reasoning apart in `message.reasoningContent`; `none`: left in the content. */
+  reasoningFormat?: ReasoningFormat;
+}
+
+/** What {@linkcode Llm.chat} returns: the generation's result and the reply parsed. */
+export interface ChatResult extends GenerationResult {
+  /** The reply: its content, its reasoning, and the tool calls it makes (arguments as JSON text). */
+  message: ParsedMessage;
 }
 
 /** One generated token and the text it completes. */
@@ -228,16 +257,33 @@ export class Llm {
    * may see a few at once. Breaking out of the loop stops generation; so does
    * aborting `signal`, after which the iterator throws `signal.reason`.
    */
-  async *generate(
+  generate(
     prompt: string | ArrayLike<number>,
     options: LlmGenerateOptions = {},
+  ): AsyncGenerator<GeneratedPiece, GenerationResult, undefined> {
+    return this.#generate(prompt, options, {});
+  }
+
+  /**
+   * {@linkcode generate}, with the constraint a chat plan adds (a tool-call
+   * grammar, lazy with its triggers) and a callback on each released piece
+   * of text.
+   */
+  async *#generate(
+    prompt: string | ArrayLike<number>,
+    options: LlmGenerateOptions,
+    planned: ConstraintSpec,
+    onPiece?: (text: string) => void,
   ): AsyncGenerator<GeneratedPiece, GenerationResult, undefined> {
     if (this.#closed) throw new Error("Llm used after close");
     if (this.#busy) throw new Error("Llm is already generating: one generation at a time");
     const { maxTokens, stop, seed, signal, logitBias, grammar, jsonSchema, ...sampling } = options;
     signal?.throwIfAborted();
     const sampler = new Sampler(this.model.config.vocabSize, sampling, seed ?? randomSeed());
-    const processors = this.#processors(logitBias, { grammar, jsonSchema });
+    const processors = this.#processors(
+      logitBias,
+      planned.grammar !== undefined ? planned : { grammar, jsonSchema },
+    );
     // A token's piece is complete once the next token is sampled or generation
     // has ended (the final flush adds the held-back tail to the last piece).
     const ready: GeneratedPiece[] = [];
@@ -274,7 +320,11 @@ export class Llm {
       });
     try {
       for (;;) {
-        while (ready.length > 0) yield ready.shift()!;
+        while (ready.length > 0) {
+          const piece = ready.shift()!;
+          onPiece?.(piece.text);
+          yield piece;
+        }
         if (done) break;
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
@@ -357,9 +407,42 @@ export class Llm {
   async *chat(
     messages: readonly ChatMessage[],
     options: LlmChatOptions = {},
-  ): AsyncGenerator<GeneratedPiece, GenerationResult, undefined> {
-    const { template, now, ...rest } = options;
-    return yield* this.generate(this.applyTemplate(messages, { template, now }), rest);
+  ): AsyncGenerator<GeneratedPiece, ChatResult, undefined> {
+    const {
+      template,
+      now,
+      tools,
+      toolChoice,
+      parallelToolCalls,
+      chatTemplateKwargs,
+      reasoningFormat,
+      ...rest
+    } = options;
+    const calls = tools !== undefined && tools.length > 0 && toolChoice !== "none";
+    if (calls && (rest.grammar !== undefined || rest.jsonSchema !== undefined)) {
+      throw new RangeError("a grammar or JSON schema cannot be combined with tools");
+    }
+    const plan = planChat(cachedChatTemplate(this.model.gguf, this.tokenizer, template), {
+      messages,
+      tools,
+      toolChoice,
+      parallelToolCalls,
+      chatTemplateKwargs,
+      reasoningFormat,
+      now,
+      // structured output starts with the answer (a reasoning template closes its block)
+      enableThinking: rest.grammar !== undefined || rest.jsonSchema !== undefined
+        ? false
+        : undefined,
+    });
+    const output = new ChatOutputStream(plan.output, undefined, plan.echo);
+    const stop = [...(rest.stop ?? []), ...plan.stops];
+    const result = yield* this.#generate(plan.prompt, { ...rest, stop }, {
+      grammar: plan.grammar,
+      triggers: plan.grammarTriggers,
+      triggerPrefix: plan.triggerPrefix,
+    }, (text) => output.push(text));
+    return { ...result, message: output.finish().message };
   }
 
   /**

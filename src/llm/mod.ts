@@ -1,5 +1,6 @@
 /** The library API: {@linkcode Llm} loads a model and generates. @module */
 export {
+  type ChatResult,
   type GeneratedPiece,
   Llm,
   type LlmChatOptions,
