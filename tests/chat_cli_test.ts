@@ -351,3 +351,53 @@ Deno.test("chat under Bun and in the Bun single executable: the same conversatio
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("chat --tools: a required call is printed as a JSON line, and the next turn sees it (SmolLM2 Q4_1, Qwen 2.5 template)", async () => {
+  const { ensureLlamaCppSource } = await import("./_llamacpp_src.ts");
+  const template = join(
+    ensureLlamaCppSource(),
+    "models",
+    "templates",
+    "Qwen-Qwen2.5-7B-Instruct.jinja",
+  );
+  const tools = await Deno.makeTempFile({ suffix: ".json" });
+  try {
+    await Deno.writeTextFile(
+      tools,
+      JSON.stringify([{
+        type: "function",
+        function: {
+          name: "get_weather",
+          parameters: {
+            type: "object",
+            properties: { city: { type: "string", maxLength: 20 } },
+            required: ["city"],
+            additionalProperties: false,
+          },
+        },
+      }]),
+    );
+    const model = testdata("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    const args = ["chat", model, "--chat-template", template, "--tools", tools, "--temp", "0"];
+    const out = await cli(
+      [...args, "--tool-choice", "required", "-c", "1024", "-t", "2", "-n", "60"],
+      "What is the weather in Oslo?\nAnd in Rome?\n",
+    );
+    assert.equal(out.code, 0, out.stderr);
+    const lines = out.stdout.split("\n").filter((l) => l.startsWith('{"tool_calls"'));
+    assert.equal(lines.length, 2, out.stdout);
+    for (const line of lines) {
+      const { tool_calls } = JSON.parse(line);
+      assert.equal(tool_calls[0].name, "get_weather");
+      assert.equal(typeof tool_calls[0].arguments.city, "string");
+    }
+    // the second turn prefilled only its own message: the first reply, calls and all, was cached
+    const [first, second] = notes(out.stderr);
+    assert.ok(second.cached >= first.prefilled, JSON.stringify([first, second]));
+    const bad = await cli([...args, "--tool-choice", "nope"], "");
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /tool_choice\.function\.name: "nope" is not one of the tools/);
+  } finally {
+    await Deno.remove(tools);
+  }
+});

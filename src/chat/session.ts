@@ -30,8 +30,20 @@
  *
  * @module
  */
-import { type FinishReason, generate } from "../generation/mod.ts";
-import { compileGrammar, GrammarConstraint } from "../grammar/mod.ts";
+import { type FinishReason, generate, type LogitProcessor } from "../generation/mod.ts";
+import {
+  compileGrammar,
+  compileGrammarTriggers,
+  constraintProcessor,
+  GrammarConstraint,
+} from "../grammar/mod.ts";
+import {
+  ChatOutputStream,
+  type ParsedMessage,
+  type ToolChoice,
+  type ToolDefinition,
+} from "../tools/mod.ts";
+import { type ChatPlan, planChat } from "./plan.ts";
 import type { Context } from "../model/mod.ts";
 import { randomSeed, Sampler, type SamplerParams } from "../sampler/mod.ts";
 import type { Tokenizer } from "../tokenizer/mod.ts";
@@ -51,6 +63,10 @@ export interface ChatSessionOptions {
   messages?: readonly ChatMessage[];
   /** GBNF text every reply must match (llama.cpp's `--grammar` in a chat). */
   grammar?: string;
+  /** Tools the model may call (the template lists them; calls are constrained and parsed). */
+  tools?: readonly ToolDefinition[];
+  /** `auto` (default), `none`, `required`, or one named function. */
+  toolChoice?: ToolChoice;
 }
 
 /** Options of one turn. */
@@ -69,6 +85,8 @@ export interface ChatTurnOptions {
 export interface ChatTurn {
   /** The reply (also appended to {@linkcode ChatSession.messages}). */
   text: string;
+  /** The reply parsed: content, reasoning and tool calls (with tools, the calls to run). */
+  message: ParsedMessage;
   /** Why the reply ended (`"interrupted"` for an aborted signal). */
   finishReason: FinishReason;
   /** Tokens of the whole rendered conversation this turn started from. */
@@ -110,6 +128,8 @@ export class ChatSession {
   readonly #sampler: Sampler;
   readonly #now: () => Date;
   readonly #grammar: string | undefined;
+  readonly #tools: readonly ToolDefinition[] | undefined;
+  readonly #toolChoice: ToolChoice | undefined;
   #system: string | undefined;
   #messages: ChatMessage[] = [];
   /** The last turn's prompt and reply tokens: they spell {@linkcode #text}. */
@@ -124,9 +144,14 @@ export class ChatSession {
     this.#tokenizer = target.tokenizer;
     this.#template = template;
     this.#system = options.system;
-    this.#messages = (options.messages ?? []).map((m) => ({ role: m.role, content: m.content }));
+    this.#messages = (options.messages ?? []).map((m) => ({ ...m }));
     this.#now = options.now ?? (() => new Date());
     this.#grammar = options.grammar;
+    this.#tools = options.tools;
+    this.#toolChoice = options.toolChoice;
+    if (this.#grammar !== undefined && (this.#tools?.length ?? 0) > 0) {
+      throw new RangeError("a grammar cannot be combined with tools");
+    }
     if (this.#grammar !== undefined) compileGrammar(this.#grammar, this.#tokenizer); // fails now, not at the first turn
     this.#sampler = new Sampler(
       target.context.model.config.vocabSize,
@@ -169,7 +194,7 @@ export class ChatSession {
    */
   setMessages(messages: readonly ChatMessage[]): void {
     if (this.#busy) throw new Error("ChatSession: one turn at a time");
-    this.#messages = messages.map((m) => ({ role: m.role, content: m.content }));
+    this.#messages = messages.map((m) => ({ ...m }));
   }
 
   /** One turn: `text` as the user's message, the reply generated and streamed through `onText`. */
@@ -214,6 +239,8 @@ export class ChatSession {
     this.#messages = turn;
     let firstTokenMs = 0;
     let reply = "";
+    const chat = plan.chat;
+    const output = new ChatOutputStream(chat.output, undefined, chat.echo);
     const result = await generate(
       { context: this.#context, slot: this.#slot },
       this.#tokenizer,
@@ -221,7 +248,7 @@ export class ChatSession {
       {
         prompt,
         maxTokens,
-        stop: options.stop,
+        stop: [...(options.stop ?? []), ...chat.stops],
         onText: (piece) => {
           reply += piece;
           options.onText?.(piece);
@@ -232,11 +259,11 @@ export class ChatSession {
         shouldStop: () => options.signal?.aborted ?? false,
         collectText: false,
         logprobs: false, // onToken only times the first token
-        processors: this.#grammar === undefined
-          ? []
-          : [new GrammarConstraint(compileGrammar(this.#grammar, this.#tokenizer))],
+        processors: this.#processors(chat),
       },
     );
+    output.push(reply);
+    const message = output.finish().message;
     if (firstTokenMs === 0) firstTokenMs = performance.now() - t0;
     const tokens = new Int32Array(prompt.length + result.tokens.length);
     tokens.set(prompt);
@@ -244,10 +271,22 @@ export class ChatSession {
     this.#tokens = tokens;
     // The tokens spell the prompt and the reply, unless a stop string cut the reply's text.
     this.#text = result.stoppedByString ? undefined : plan.text + reply;
-    this.#messages.push({ role: "assistant", content: reply });
+    // A reply with calls goes back to the template as the calls it made.
+    this.#messages.push(
+      message.toolCalls.length === 0 ? { role: "assistant", content: reply } : {
+        role: "assistant",
+        content: message.content,
+        tool_calls: message.toolCalls.map((c) => ({
+          id: c.id,
+          type: "function" as const,
+          function: { name: c.name, arguments: c.arguments },
+        })),
+      },
+    );
     const t = result.timings;
     return {
       text: reply,
+      message,
       finishReason: result.finishReason,
       promptTokens: prompt.length,
       reusedTokens: t.reusedTokens,
@@ -265,11 +304,17 @@ export class ChatSession {
    * their text: the cache's tokens plus the tokenized rest when the rendering
    * continues the cache's text, else the whole rendering tokenized.
    */
-  #plan(turn: ChatMessage[], now: Date): { tokens: Int32Array; text: string } {
+  #plan(turn: ChatMessage[], now: Date): { tokens: Int32Array; text: string; chat: ChatPlan } {
     const messages = this.#system === undefined
       ? turn
       : [{ role: "system", content: this.#system }, ...turn];
-    const text = this.#template.render(messages, { addGenerationPrompt: true, now });
+    const chat = planChat(this.#template, {
+      messages,
+      tools: this.#tools,
+      toolChoice: this.#toolChoice,
+      now,
+    });
+    const text = chat.prompt;
     const known = this.#text;
     if (known !== undefined && known !== "" && text.startsWith(known)) {
       const rest = this.#tokenizer.encode(text.slice(known.length), {
@@ -279,9 +324,27 @@ export class ChatSession {
       const tokens = new Int32Array(this.#tokens.length + rest.length);
       tokens.set(this.#tokens);
       tokens.set(rest, this.#tokens.length);
-      return { tokens, text };
+      return { tokens, text, chat };
     }
     const tokens = this.#tokenizer.encode(text, { addSpecial: true, parseSpecial: true });
-    return { tokens: Int32Array.from(tokens), text };
+    return { tokens: Int32Array.from(tokens), text, chat };
+  }
+
+  /** The turn's constraint: the session's grammar, or the tool calls' (lazy under `auto`). */
+  #processors(chat: ChatPlan): LogitProcessor[] {
+    if (this.#grammar !== undefined) {
+      return [new GrammarConstraint(compileGrammar(this.#grammar, this.#tokenizer))];
+    }
+    if (chat.grammar === undefined) return [];
+    const triggers = chat.grammarTriggers === undefined
+      ? undefined
+      : compileGrammarTriggers(chat.grammarTriggers, this.#tokenizer);
+    return [
+      constraintProcessor(
+        compileGrammar(chat.grammar, this.#tokenizer),
+        triggers,
+        chat.triggerPrefix,
+      ),
+    ];
   }
 }

@@ -14,7 +14,15 @@
 import process from "node:process";
 import { createInterface, type Interface } from "node:readline";
 import { isatty } from "node:tty";
+import { readFileSync } from "node:fs";
 import { ChatSession, ChatTemplateError, type ChatTurn } from "../chat/mod.ts";
+import {
+  checkToolChoice,
+  checkTools,
+  type ToolChoice,
+  type ToolDefinition,
+  ToolRequestError,
+} from "../tools/mod.ts";
 import { GgufError } from "../gguf/reader.ts";
 import { ModelError } from "../model/mod.ts";
 import { Llm } from "../llm/mod.ts";
@@ -57,6 +65,10 @@ ${helpLines(CHAT_TEMPLATE_GROUP.help)}${
   })
 }${helpLines(GRAMMAR_GROUP.help, { grammar: ["constrain every reply to a GBNF grammar"] })}\
 ${helpLines(MODEL_GROUP.help)}${helpLines(CONTEXT_GROUP.help)}\
+      --tools FILE         OpenAI function tools (a JSON array) the model may call: its
+                           calls are constrained to them and printed as a JSON line
+                           {"tool_calls": [...]} after the reply (nothing runs them)
+      --tool-choice C      auto (default), required, none, or a tool's name
   -q, --quiet              no per-turn speed note on stderr
   -h, --help               this help
 `;
@@ -64,12 +76,57 @@ ${helpLines(MODEL_GROUP.help)}${helpLines(CONTEXT_GROUP.help)}\
 interface ChatArgs extends GenerationArgs {
   model: string;
   quiet: boolean;
+  tools?: ToolDefinition[];
+  toolChoice?: ToolChoice;
+}
+
+/** A call's arguments as JSON, or as the text it is when it does not parse. */
+function jsonOrText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** `--tools FILE` and `--tool-choice C`, checked as the server checks a request's. */
+function parseToolArgs(values: OptionValues): Pick<ChatArgs, "tools" | "toolChoice"> {
+  const file = values.tools, choice = values["tool-choice"];
+  if (file === undefined) {
+    if (choice !== undefined) throw new UsageError("--tool-choice needs --tools");
+    return {};
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(String(file), "utf8"));
+  } catch (error) {
+    throw new UsageError(`--tools ${file}: ${oneLine((error as Error).message)}`);
+  }
+  try {
+    const tools = checkTools(raw);
+    const asked = choice === undefined
+      ? undefined
+      : ["auto", "none", "required"].includes(String(choice))
+      ? choice
+      : { type: "function", function: { name: choice } };
+    return { tools, toolChoice: checkToolChoice(asked, tools) };
+  } catch (error) {
+    if (error instanceof ToolRequestError) {
+      throw new UsageError(`--tools ${file}: ${error.message}`);
+    }
+    throw error;
+  }
 }
 
 function parseChatArgs(values: OptionValues, positionals: string[]): ChatArgs {
   if (positionals.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
-  return { model: positionals[0], ...parseGenerationArgs(values), quiet: values.quiet === true };
+  return {
+    model: positionals[0],
+    ...parseGenerationArgs(values),
+    quiet: values.quiet === true,
+    ...parseToolArgs(values),
+  };
 }
 
 async function loadModel(args: ChatArgs): Promise<Llm> {
@@ -209,6 +266,15 @@ class ChatLoop {
       this.#abort = undefined;
     }
     if (!ended || turn.text === "") writeStdout("\n");
+    if (turn.message.toolCalls.length > 0) {
+      // the calls the model made, for whoever runs them: one JSON line
+      const calls = turn.message.toolCalls.map((c) => ({
+        id: c.id,
+        name: c.name,
+        arguments: jsonOrText(c.arguments),
+      }));
+      writeStdout(JSON.stringify({ tool_calls: calls }) + "\n");
+    }
     if (turn.finishReason === "interrupted" && this.terminal) writeStdout("(interrupted)\n");
     if (!this.terminal) writeStdout("\n");
     if (turn.droppedMessages > 0) {
@@ -340,6 +406,8 @@ async function chat(values: OptionValues, positionals: string[]): Promise<number
       sampling: args.sampling,
       seed: args.seed,
       grammar: args.grammar,
+      tools: args.tools,
+      toolChoice: args.toolChoice,
     });
     const terminal = isatty(0) && isatty(1);
     const loop = new ChatLoop(session, args, terminal);
@@ -372,6 +440,8 @@ export const chatCommand: Command = {
     CONTEXT_GROUP,
   ], {
     quiet: { type: "boolean", short: "q" },
+    tools: { type: "string" },
+    "tool-choice": { type: "string" },
   }),
   run: chat,
 };
