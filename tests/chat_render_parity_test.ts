@@ -1,12 +1,13 @@
 /**
  * Chat-template rendering parity with llama-server: every request of
  * `tests/golden/chat_render/requests.json` rendered with every template
- * llama.cpp ships (`golden/chat_render/templates/`), compared with what the
+ * llama.cpp ships (`models/templates/` of the reference sdist, fetched by `_llamacpp_src.ts`), compared with what the
  * reference llama-server's `/apply-template` answered (`renders.json`): the
  * same prompt, or the same template error.
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { openGguf } from "../src/gguf/mod.ts";
 import { Tokenizer } from "../src/tokenizer/mod.ts";
 import {
@@ -15,7 +16,11 @@ import {
   ChatTemplateError,
   templateTokens,
 } from "../src/chat/mod.ts";
+import { ensureLlamaCppSource } from "./_llamacpp_src.ts";
 import { testdata } from "./_testdata.ts";
+
+/** llama.cpp's `models/templates/`, from the reference sdist (fetched once, sha256 checked). */
+const templatesDir = join(ensureLlamaCppSource(), "models", "templates");
 import { prng } from "./_fuzz.ts";
 
 interface Golden {
@@ -83,7 +88,7 @@ function compareAll(): { same: number; total: number; differences: string[] } {
     const [y, m, d] = golden.date.split("-").map(Number);
     const now = new Date(y, m - 1, d, 12, 0, 0);
     let template: ChatTemplate;
-    const source = readFileSync(new URL(`templates/${golden.template}`, dir), "utf8");
+    const source = readFileSync(join(templatesDir, golden.template), "utf8");
     try {
       template = new ChatTemplate(source, tokens);
     } catch (error) {
@@ -128,7 +133,7 @@ Deno.test("chat render parity: a template's raise_exception is a ChatTemplateErr
   const expected = golden.renders.find((r) => r.id === "parallel_calls_answered")!;
   assert.equal(expected.status, 400);
   const template = new ChatTemplate(
-    readFileSync(new URL(`templates/${golden.template}`, dir), "utf8"),
+    readFileSync(join(templatesDir, golden.template), "utf8"),
     tokens,
   );
   const request = requests.get("parallel_calls_answered")!;
@@ -154,7 +159,7 @@ Deno.test("chat render: damaged templates give ChatTemplateError or ChatInputErr
   let rendered = 0;
   for (let round = 0; round < 300; round++) {
     const name = names[Math.floor(rand() * names.length)];
-    let src = readFileSync(new URL(`templates/${name}`, dir), "utf8");
+    let src = readFileSync(join(templatesDir, name), "utf8");
     for (let e = 1 + Math.floor(rand() * 4); e > 0; e--) {
       const at = Math.floor(rand() * src.length);
       const r = rand();
