@@ -12,6 +12,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { withReferenceServer } from "../_reference_server.ts";
 
 const [server, templates] = Deno.args;
 const MODEL = "models/smollm2-f32.gguf";
@@ -60,21 +61,11 @@ async function post(body: unknown): Promise<unknown> {
 
 const cases = [];
 for (const template of TEMPLATES) {
-  const proc = new Deno.Command(server, {
-    args: [
-      "-m", MODEL, "--port", String(PORT), "-t", "1", "-c", "1024", "--no-warmup", "-np", "1",
-      "--jinja", "--chat-template-file", join(templates, template),
-    ],
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  try {
-    for (let i = 0; i < 300; i++) {
-      try {
-        if ((await fetch(`http://127.0.0.1:${PORT}/health`)).ok) break;
-      } catch { /* not up yet */ }
-      await new Promise((r) => setTimeout(r, 200));
-    }
+  const args = [
+    "-m", MODEL, "-t", "1", "-c", "1024", "--no-warmup", "-np", "1",
+    "--jinja", "--chat-template-file", join(templates, template),
+  ];
+  await withReferenceServer(server, args, PORT, async () => {
     for (const request of REQUESTS) {
       const body = { ...request, temperature: 0, max_tokens: 40 };
       const whole = await post(body);
@@ -82,10 +73,7 @@ for (const template of TEMPLATES) {
       cases.push({ template, request: body, whole, stream });
       console.log(template, JSON.stringify(whole).slice(0, 160));
     }
-  } finally {
-    proc.kill();
-    await proc.status;
-  }
+  });
 }
 writeFileSync(
   "tests/golden/chat_reasoning/reasoning.json",

@@ -9,6 +9,7 @@
  * @module
  */
 import { writeFileSync } from "node:fs";
+import { withReferenceServer } from "../_reference_server.ts";
 
 const [server] = Deno.args;
 const MODEL = "models/smollm2-f32.gguf";
@@ -63,18 +64,8 @@ fruit ::= "\"" [A-Z] [a-z]+ "\""`,
   },
 ];
 
-const proc = new Deno.Command(server, {
-  args: ["-m", MODEL, "--port", String(PORT), "-t", "1", "-c", "512", "--no-warmup", "-np", "1"],
-  stdout: "null",
-  stderr: "null",
-}).spawn();
-try {
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${PORT}/health`)).ok) break;
-    } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 200));
-  }
+const args = ["-m", MODEL, "-t", "1", "-c", "512", "--no-warmup", "-np", "1"];
+await withReferenceServer(server, args, PORT, async () => {
   const out = [];
   for (const c of CASES) {
     const res = await fetch(`http://127.0.0.1:${PORT}/completion`, {
@@ -113,7 +104,4 @@ try {
       1,
     ) + "\n",
   );
-} finally {
-  proc.kill();
-  await proc.status;
-}
+});
