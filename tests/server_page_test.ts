@@ -94,6 +94,7 @@ Deno.test({
     const chromium = await ensureChromium();
     // One slot with a short context: each unstopped reply ends within seconds.
     const server = await startServer(smollmQ8(), [
+      "--metrics",
       "--parallel",
       "1",
       "-c",

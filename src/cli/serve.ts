@@ -18,6 +18,11 @@ import { WorkerBackend } from "../server/worker_backend.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr } from "./io.ts";
 import {
+  checkLlamaServerFlags,
+  LLAMA_SERVER_ALIASES,
+  LLAMA_SERVER_OPTIONS,
+} from "./serve_flags.ts";
+import {
   aliasesOf,
   CHAT_TEMPLATE_GROUP,
   chatTemplateSource,
@@ -133,9 +138,39 @@ async function startBackend(path: string, options: LoadOptions): Promise<Backend
   }
 }
 
+/** MODEL: the argument, or llama-server's `-m FILE` or `-hf REPO [--hf-file FILE]`. */
+function modelArgument(values: OptionValues, positionals: string[]): string {
+  const given = [...positionals];
+  const m = str(values, "model");
+  if (m !== undefined) given.push(m);
+  const repo = str(values, "hf-repo");
+  const file = str(values, "hf-file");
+  if (file !== undefined && repo === undefined) throw new UsageError("--hf-file needs --hf-repo");
+  if (repo !== undefined) given.push(file === undefined ? repo : `${repo}/${file}`);
+  if (given.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
+  if (given.length > 1) throw new UsageError(`unexpected argument "${given[1]}"`);
+  return given[0];
+}
+
+/** `--alias a,b` / `--tags x,y` as lists (llama-server: comma-separated). */
+function list(values: OptionValues, flag: string): string[] | undefined {
+  const v = str(values, flag);
+  if (v === undefined) return undefined;
+  const items = v.split(",").map((x) => x.trim()).filter((x) => x !== "");
+  if (items.length === 0) throw new UsageError(`--${flag} needs at least one name`);
+  return items;
+}
+
 async function serve(values: OptionValues, positionals: string[]): Promise<number> {
-  if (positionals.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
-  if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
+  const modelArg = modelArgument(values, positionals);
+  checkLlamaServerFlags(values, (line) => writeStderr(line + "\n"));
+  const ctf = str(values, "chat-template-file");
+  if (ctf !== undefined) {
+    if (values["chat-template"] !== undefined) {
+      throw new UsageError("give --chat-template or --chat-template-file, not both");
+    }
+    values["chat-template"] = ctf;
+  }
   const host = str(values, "host") ?? "127.0.0.1";
   const port = serverNumber(values, "port", { integer: true, min: 0, max: 65535 }) ?? 8080;
   const slots = serverNumber(values, "parallel", { integer: true, min: 1, max: SLOT_COUNT_MAX }) ??
@@ -160,7 +195,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   const shutdownS = serverNumber(values, "shutdown-timeout", { min: 0, max: 3600 }) ?? 30;
   const apiKey = str(values, "api-key");
   if (apiKey === "") throw new UsageError("--api-key needs a non-empty key");
-  const cors = str(values, "cors");
+  const cors = str(values, "cors") ?? str(values, "cors-origins");
   const sampling = parseSamplingOptions(values);
   const template = parseChatTemplateOptions(values);
   const nPredict = sampling.nPredict ?? SERVE_N_PREDICT_DEFAULT;
@@ -181,7 +216,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   if (pooling !== undefined && !["mean", "cls", "last", "none"].includes(pooling)) {
     throw new UsageError(`--pooling must be one of mean, cls, last, none, got "${pooling}"`);
   }
-  const path = await modelPath(positionals[0]);
+  const path = await modelPath(modelArg);
   const backend = await withFlagNamesAsync(() =>
     startBackend(path, {
       slots,
@@ -200,7 +235,24 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
         "renders ChatML (--chat-template NAME|FILE sets one)\n",
     );
   }
-  const api = new ApiHandler({ backend, apiKey, cors, queueLimit, bodyLimitBytes, defaults });
+  const api = new ApiHandler({
+    backend,
+    apiKey,
+    cors,
+    queueLimit,
+    bodyLimitBytes,
+    defaults,
+    native: {
+      modelPath: path,
+      aliases: list(values, "alias"),
+      tags: list(values, "tags"),
+      metrics: values.metrics === true,
+      slots: values["no-slots"] !== true,
+      propsPost: values.props === true,
+      page: values["no-webui"] !== true && values["no-ui"] !== true,
+      slotSavePath: str(values, "slot-save-path"),
+    },
+  });
   let server;
   try {
     server = await listen(api.fetch, { hostname: host, port });
@@ -263,8 +315,9 @@ export const serveCommand: Command = {
   name: "serve",
   summary: "serve a model over HTTP with OpenAI's API (and a chat page)",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  aliases: { ...aliasesOf([CHAT_TEMPLATE_GROUP]), ...LLAMA_SERVER_ALIASES },
   options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP], {
+    ...LLAMA_SERVER_OPTIONS,
     host: { type: "string" },
     port: { type: "string" },
     parallel: { type: "string" },

@@ -74,6 +74,7 @@ export interface GenerateInput {
 /** The tokenizer calls the backend needs beyond the scheduler's. */
 export interface BackendTokenizer extends SchedulerTokenizer {
   encode(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): number[];
+  pieceBytes(id: number, special?: boolean): Uint8Array;
   decode(ids: ArrayLike<number>): string;
   readonly vocabSize: number;
 }
@@ -86,6 +87,12 @@ export interface Backend {
   tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Promise<number[]>;
   /** Token ids to text; throws `RangeError` for an id outside the vocabulary. */
   detokenize(tokens: number[]): Promise<string>;
+  /**
+   * Each token's bytes as llama.cpp's `common_token_to_piece` gives them
+   * (special tokens as their text, a byte token as its byte, a leading space
+   * kept); throws `RangeError` for an id outside the vocabulary.
+   */
+  pieces(tokens: number[]): Promise<number[][]>;
   /** Renders a conversation; throws for a template error. */
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string>;
   stats(): Promise<SchedulerStats>;
@@ -254,6 +261,16 @@ export class LocalBackend implements Backend {
       }
     }
     return Promise.resolve(this.#tokenizer.decode(tokens));
+  }
+
+  pieces(tokens: number[]): Promise<number[][]> {
+    const V = this.#tokenizer.vocabSize;
+    for (const t of tokens) {
+      if (!Number.isInteger(t) || t < 0 || t >= V) {
+        return Promise.reject(new RangeError(`token id ${t} is outside the vocabulary [0, ${V})`));
+      }
+    }
+    return Promise.resolve(tokens.map((t) => [...this.#tokenizer.pieceBytes(t, true)]));
   }
 
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {

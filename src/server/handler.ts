@@ -30,6 +30,21 @@ import {
   withSystem,
 } from "./protocol.ts";
 import type { SequenceEvent, TokenLogprob } from "./scheduler.ts";
+import {
+  NativeReply,
+  type NativeRequest,
+  nativeToParsed,
+  parseNativeCompletion,
+} from "./native/completion.ts";
+import {
+  modelId,
+  modelsBody,
+  type NativeOptions,
+  notSupported,
+  postProps,
+  propsBody,
+  slotsBody,
+} from "./native/props.ts";
 
 /** Options of an {@linkcode ApiHandler}. */
 export interface HandlerOptions {
@@ -47,6 +62,19 @@ export interface HandlerOptions {
   queueLimit?: number;
   /** Defaults for fields a request leaves out (sampling, `max_tokens` cap, system message). */
   defaults?: RequestDefaults;
+  /** llama-server's options: aliases, which native endpoints are on, the slot files' folder. */
+  native?: NativeOptions;
+}
+
+/** What a generation's response is built by: OpenAI's shape, or llama-server's native one. */
+interface ResponseBuilder {
+  readonly complete: boolean;
+  readonly doneCount: number;
+  /** The stream ends with `data: [DONE]`. */
+  readonly doneMarker: boolean;
+  add(e: SequenceEvent): void;
+  chunks(e: SequenceEvent): unknown[];
+  whole(): unknown;
 }
 
 /** The default body limit. */
@@ -65,6 +93,9 @@ const ROUTES: Record<string, readonly string[]> = {
   "/chat/completions": ["POST"],
   "/v1/completions": ["POST"],
   "/completions": ["POST"],
+  "/completion": ["POST"],
+  "/props": ["GET", "POST"],
+  "/slots": ["GET"],
   "/tokenize": ["POST"],
   "/detokenize": ["POST"],
   "/apply-template": ["POST"],
@@ -113,6 +144,7 @@ export class ApiHandler {
   readonly #options: HandlerOptions;
   readonly #bodyLimit: number;
   readonly #queueLimit: number;
+  readonly #native: NativeOptions;
   #inFlight = 0;
   #draining = false;
   #idle?: () => void;
@@ -122,6 +154,7 @@ export class ApiHandler {
     this.#options = options;
     this.#bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
     this.#queueLimit = options.queueLimit ?? DEFAULT_QUEUE_LIMIT;
+    this.#native = options.native ?? {};
   }
 
   /** Generation requests being answered. */
@@ -188,7 +221,9 @@ export class ApiHandler {
     }
     const key = this.#options.apiKey;
     if (key !== undefined && !PUBLIC_ROUTES.has(path)) {
-      const auth = request.headers.get("authorization") ?? "";
+      // llama-server also takes the key as `X-Api-Key`
+      const auth = request.headers.get("authorization") ??
+        (request.headers.has("x-api-key") ? `Bearer ${request.headers.get("x-api-key")}` : "");
       if (auth !== `Bearer ${key}`) {
         throw new ApiError(
           401,
@@ -201,34 +236,51 @@ export class ApiHandler {
     }
     switch (path) {
       case "/":
+        if (this.#native.page === false) {
+          throw new ApiError(404, "the page is off (--no-webui)", null, "not_found");
+        }
         return new Response(CHAT_PAGE, { headers: { "content-type": "text/html; charset=utf-8" } });
       case "/health":
       case "/v1/health":
         return Response.json({ status: "ok" });
       case "/metrics":
+        if (this.#native.metrics === false) {
+          throw notSupported("the /metrics endpoint", "--metrics");
+        }
         return new Response(this.metrics.render(await this.backend.stats(), this.#inFlight), {
-          headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+          headers: {
+            "content-type": "text/plain; version=0.0.4; charset=utf-8",
+            "process-start-time-unix": String(this.backend.info.created),
+          },
         });
       case "/v1/models":
-      case "/models": {
-        const i = this.backend.info;
-        return Response.json({
-          object: "list",
-          data: [{
-            id: i.id,
-            object: "model",
-            created: i.created,
-            owned_by: "dotllm",
-            meta: { n_ctx: i.contextSize, n_vocab: i.vocabSize, n_parallel: i.slotCount },
-          }],
-        });
-      }
+      case "/models":
+        return Response.json(modelsBody(this.backend.info, this.#native));
+      case "/props":
+        if (request.method === "POST") {
+          return Response.json(postProps(this.#native, await this.#json(request)));
+        }
+        return Response.json(
+          propsBody(
+            this.backend.info,
+            this.#native,
+            this.#options.defaults ?? {},
+            this.backend.info.chat.source ?? "",
+          ),
+        );
+      case "/slots":
+        return Response.json(
+          slotsBody(this.backend.info, this.#native, await this.backend.stats()),
+        );
       case "/tokenize": {
         const t = parseTokenizeRequest(await this.#json(request));
         const tokens = await this.backend.tokenize(t.content, t.addSpecial, t.parseSpecial);
         if (!t.withPieces) return Response.json({ tokens });
-        const pieces = await Promise.all(tokens.map((id) => this.backend.detokenize([id])));
-        return Response.json({ tokens: tokens.map((id, i) => ({ id, piece: pieces[i] })) });
+        // llama-server: each token's piece as text, or its bytes when they are not UTF-8 alone
+        const pieces = await this.backend.pieces(tokens);
+        return Response.json({
+          tokens: tokens.map((id, i) => ({ id, piece: utf8OrBytes(pieces[i]) })),
+        });
       }
       case "/detokenize": {
         const tokens = parseDetokenizeRequest(await this.#json(request));
@@ -241,8 +293,16 @@ export class ApiHandler {
       case "/apply-template": {
         const body = await this.#json(request) as Record<string, unknown>;
         const messages = withSystem(parseMessages(body?.messages), this.#options.defaults?.system);
+        const agp = body?.add_generation_prompt ?? true;
+        if (typeof agp !== "boolean") {
+          throw new ApiError(
+            400,
+            "add_generation_prompt: expected a boolean",
+            "add_generation_prompt",
+          );
+        }
         try {
-          return Response.json({ prompt: await this.backend.applyTemplate(messages, true) });
+          return Response.json({ prompt: await this.backend.applyTemplate(messages, agp) });
         } catch (error) {
           throw new ApiError(400, `chat template: ${(error as Error).message}`, "messages");
         }
@@ -254,6 +314,9 @@ export class ApiHandler {
       case "/v1/chat/completions":
       case "/chat/completions":
         return this.#generate(request, "chat");
+      case "/completion":
+      case "/completions":
+        return this.#completion(request);
       default:
         return this.#generate(request, "completion");
     }
@@ -334,11 +397,7 @@ export class ApiHandler {
   }
 
   async #generate(request: Request, kind: "chat" | "completion"): Promise<Response> {
-    if (this.#draining) {
-      return this.#error(new ApiError(503, "the server is shutting down", null, "unavailable"), {
-        "retry-after": "5",
-      });
-    }
+    if (this.#draining) return this.#shuttingDown();
     const json = await this.#json(request);
     const defaults = this.#options.defaults ?? {};
     const info = this.backend.info;
@@ -346,6 +405,78 @@ export class ApiHandler {
     const parsed = kind === "chat"
       ? parseChatRequest(json, defaults, limits)
       : parseCompletionRequest(json, defaults, limits);
+    const model = parsed.model ?? modelId(info, this.#native);
+    return this.#run(
+      request,
+      parsed,
+      (promptTokens) => new Reply(kind, parsed, promptTokens, model),
+    );
+  }
+
+  #shuttingDown(): Response {
+    return this.#error(new ApiError(503, "the server is shutting down", null, "unavailable"), {
+      "retry-after": "5",
+    });
+  }
+
+  /**
+   * llama-server's `/completion`: each prompt (text, ids, or ids and text)
+   * becomes tokens here (its `prompt` text echoes them), then runs as one
+   * generation; several prompts answer as an array, in order.
+   */
+  async #completion(request: Request): Promise<Response> {
+    if (this.#draining) return this.#shuttingDown();
+    const req: NativeRequest = parseNativeCompletion(await this.#json(request));
+    const defaults = this.#options.defaults ?? {};
+    const info = this.backend.info;
+    const limits = { maxChoices: info.slotCount, vocabSize: info.vocabSize };
+    const bias: Array<[number, number | false]> = [...req.biasIds];
+    for (const [text, b] of req.biasStrings) {
+      for (const id of await this.backend.tokenize(text, false, false)) bias.push([id, b]);
+    }
+    if (req.prompts.length > 1 && req.stream) {
+      throw new ApiError(400, "prompt: stream one prompt per request", "prompt");
+    }
+    const model = modelId(info, this.#native);
+    const one = async (p: NativeRequest["prompts"][number], index: number) => {
+      let tokens: number[];
+      if ("tokens" in p) tokens = p.tokens;
+      else if ("text" in p) tokens = await this.backend.tokenize(p.text, true, true);
+      else if ("mixed" in p) {
+        tokens = [];
+        for (const [i, part] of p.mixed.entries()) {
+          if (typeof part === "number") tokens.push(part);
+          else tokens.push(...await this.backend.tokenize(part, i === 0, true));
+        }
+      } else throw new ApiError(400, "prompt: expected text or token ids", "prompt");
+      let text: string;
+      try {
+        text = new TextDecoder().decode(
+          Uint8Array.from((await this.backend.pieces(tokens)).flat()),
+        );
+      } catch (error) {
+        throw new ApiError(400, `prompt: ${(error as Error).message}`, "prompt", "invalid_value");
+      }
+      const parsed = nativeToParsed(req, { tokens }, bias, defaults, limits);
+      return this.#run(
+        request,
+        parsed,
+        (n) => new NativeReply(req, parsed, text, n, model, index),
+      );
+    };
+    if (req.prompts.length === 1) return one(req.prompts[0], 0);
+    const responses = await Promise.all(req.prompts.map(one));
+    const failed = responses.find((r) => r.status !== 200);
+    if (failed !== undefined) return failed;
+    return Response.json(await Promise.all(responses.map((r) => r.json())));
+  }
+
+  /** Runs one parsed generation request, answered whole or streamed by the builder `make` gives. */
+  async #run(
+    request: Request,
+    parsed: ParsedRequest,
+    make: (promptTokens: number) => ResponseBuilder,
+  ): Promise<Response> {
     const capacity = this.backend.info.slotCount + this.#queueLimit;
     if (this.#inFlight >= capacity) {
       return this.#error(
@@ -377,6 +508,8 @@ export class ApiHandler {
           first.status,
           first.message,
           first.param ?? (first.status === 400 ? "prompt" : null),
+          null,
+          first.errorType,
         );
       }
       if (first.type !== "start") throw new ApiError(500, "the backend did not start");
@@ -387,7 +520,7 @@ export class ApiHandler {
         queue.push({ type: "error", status: 499, message: "the client closed the request" });
       };
       request.signal?.addEventListener("abort", abort, { once: true });
-      const reply = new Reply(kind, parsed, first.promptTokens, this.backend.info.id);
+      const reply = make(first.promptTokens);
       if (parsed.stream) return this.#stream(reply, queue, abort, end);
       for (;;) {
         const e = await queue.next();
@@ -408,7 +541,7 @@ export class ApiHandler {
     }
   }
 
-  #stream(reply: Reply, queue: EventQueue, abort: () => void, end: () => void): Response {
+  #stream(reply: ResponseBuilder, queue: EventQueue, abort: () => void, end: () => void): Response {
     const metrics = this.metrics;
     const stream = new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -442,7 +575,7 @@ export class ApiHandler {
                 if (reply.doneCount === 1) metrics.promptTokens += event.promptTokens;
                 metrics.completionTokens += event.completionTokens;
                 if (!reply.complete) continue;
-                out += "data: [DONE]\n\n";
+                if (reply.doneMarker) out += "data: [DONE]\n\n";
                 flush();
                 controller.close();
                 end();
@@ -484,7 +617,8 @@ interface Choice {
 }
 
 /** Builds one request's response (its n choices): the whole object, or its SSE chunks. */
-class Reply {
+class Reply implements ResponseBuilder {
+  readonly doneMarker = true;
   readonly id: string;
   readonly created = Math.floor(Date.now() / 1000);
   readonly model: string;
@@ -498,10 +632,10 @@ class Reply {
     readonly kind: "chat" | "completion",
     readonly request: ParsedRequest,
     readonly promptTokens: number,
-    modelId: string,
+    model: string,
   ) {
     this.id = randomId(kind === "chat" ? "chatcmpl-" : "cmpl-");
-    this.model = request.model ?? modelId;
+    this.model = model;
     this.choices = Array.from({ length: request.input.n }, () => ({
       text: "",
       tokens: [],
@@ -660,6 +794,15 @@ class Reply {
       usage: this.usage,
       timings: this.timings,
     };
+  }
+}
+
+/** A piece's bytes as text when they are valid UTF-8, else as the byte values (llama-server). */
+function utf8OrBytes(bytes: number[]): string | number[] {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bytes));
+  } catch {
+    return bytes;
   }
 }
 

@@ -129,6 +129,10 @@ export class WorkerBackend implements Backend {
     return this.#call({ op: "detokenize", tokens });
   }
 
+  pieces(tokens: number[]): Promise<number[][]> {
+    return this.#call({ op: "pieces", tokens });
+  }
+
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {
     try {
       return Promise.resolve(this.#render(messages, addGenerationPrompt));
