@@ -195,7 +195,8 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   const shutdownS = serverNumber(values, "shutdown-timeout", { min: 0, max: 3600 }) ?? 30;
   const apiKey = str(values, "api-key");
   if (apiKey === "") throw new UsageError("--api-key needs a non-empty key");
-  const cors = str(values, "cors") ?? str(values, "cors-origins");
+  // llama-server's default: any origin, echoed, with credentials
+  const cors = str(values, "cors") ?? str(values, "cors-origins") ?? "*";
   const sampling = parseSamplingOptions(values);
   const template = parseChatTemplateOptions(values);
   const nPredict = sampling.nPredict ?? SERVE_N_PREDICT_DEFAULT;
@@ -239,6 +240,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
     backend,
     apiKey,
     cors,
+    corsCredentials: values["no-cors-credentials"] !== true,
     queueLimit,
     bodyLimitBytes,
     defaults,
@@ -253,17 +255,31 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
       slotSavePath: str(values, "slot-save-path"),
     },
   });
-  let server;
-  try {
-    server = await listen(api.fetch, { hostname: host, port });
-  } catch (error) {
-    await backend.close();
-    throw new Error(`cannot listen on ${host}:${port}: ${(error as Error).message}`);
+  if (perSlot > backend.info.contextSize) {
+    writeStderr(
+      `dotllm: warning: --ctx-size ${ctx} gives ${perSlot} positions per slot, past the ` +
+        `model's training context: each slot has ${backend.info.contextSize}\n`,
+    );
   }
+  // llama-server: --host a,b listens on each address (the same port)
+  const servers: Awaited<ReturnType<typeof listen>>[] = [];
+  for (const h of host.split(",").map((x) => x.trim()).filter((x) => x !== "")) {
+    try {
+      servers.push(await listen(api.fetch, { hostname: h, port: servers[0]?.port ?? port }));
+    } catch (error) {
+      await Promise.all(servers.map((s) => s.stop()));
+      await backend.close();
+      throw new Error(`cannot listen on ${h}:${port}: ${(error as Error).message}`);
+    }
+  }
+  if (servers.length === 0) throw new UsageError(`--host needs an address, got "${host}"`);
+  const server = { stop: () => Promise.all(servers.map((s) => s.stop())) };
   const i = backend.info;
-  const shown = host.includes(":") ? `[${host}]` : host;
+  const shown = servers.map((s) =>
+    `http://${s.hostname.includes(":") ? `[${s.hostname}]` : s.hostname}:${s.port}`
+  ).join(" and ");
   writeStderr(
-    `dotllm: serving ${i.id} on http://${shown}:${server.port} ` +
+    `dotllm: serving ${i.id} on ${shown} ` +
       `(${i.slotCount} slots × ${i.contextSize} positions, ${model.threads || "all"} threads)\n`,
   );
 

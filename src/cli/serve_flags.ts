@@ -37,6 +37,7 @@ export const LLAMA_SERVER_OPTIONS: Options = {
   "no-context-shift": { type: "boolean" },
   embedding: { type: "boolean" },
   "cors-origins": { type: "string" },
+  "no-cors-credentials": { type: "boolean" },
   offline: { type: "boolean" },
   // accepted, no effect (see NO_EFFECT)
   "kv-unified": { type: "boolean" },
@@ -104,8 +105,8 @@ export const LLAMA_SERVER_ALIASES: Readonly<Record<string, string>> = {
 
 /** Flags accepted without effect, and the notice each gets. */
 const NO_EFFECT: Readonly<Record<string, string>> = {
-  "kv-unified": "every slot has its own KV cache",
-  "no-kv-unified": "every slot has its own KV cache",
+  "kv-unified": "every slot keeps its own --ctx-size/--parallel positions (no shared pool)",
+  "no-kv-unified": "every slot keeps its own --ctx-size/--parallel positions",
   "cont-batching": "batching is always continuous",
   "no-cont-batching": "batching is always continuous",
   "n-gpu-layers": "dotllm runs on the CPU",

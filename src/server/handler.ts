@@ -18,6 +18,7 @@ import type { Backend, GenerateInput } from "./backend.ts";
 import { Metrics } from "./metrics.ts";
 import { embeddingResponse, parseEmbeddingRequest } from "./embeddings.ts";
 import { CHAT_PAGE } from "./page.ts";
+import { VERSION } from "../version.ts";
 import {
   ApiError,
   parseChatRequest,
@@ -53,6 +54,12 @@ export interface HandlerOptions {
   apiKey?: string;
   /** The origin allowed by CORS (`*` for any); none by default. */
   cors?: string;
+  /**
+   * With `cors: "*"`: echo the request's `Origin` and allow credentials
+   * (llama-server's default, `--cors-credentials`). `cors: "localhost"`
+   * echoes only a loopback origin (`http://localhost[:port]`, 127.0.0.1, [::1]).
+   */
+  corsCredentials?: boolean;
   /**
    * Largest request body; default 1 MiB: a context of a few thousand tokens is
    * tens of kilobytes of text, and the body is held in memory while parsed.
@@ -94,6 +101,8 @@ const ROUTES: Record<string, readonly string[]> = {
   "/v1/completions": ["POST"],
   "/completions": ["POST"],
   "/completion": ["POST"],
+  "/chat/completions/input_tokens": ["POST"],
+  "/v1/chat/completions/input_tokens": ["POST"],
   "/props": ["GET", "POST"],
   "/slots": ["GET"],
   "/tokenize": ["POST"],
@@ -103,6 +112,9 @@ const ROUTES: Record<string, readonly string[]> = {
   "/embeddings": ["POST"],
   "/embedding": ["POST"],
 };
+
+/** A loopback origin (`cors: "localhost"`). */
+const LOOPBACK_ORIGIN = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/;
 
 /** Routes open without the API key: the balancer's probe and the page (which asks for the key). */
 const PUBLIC_ROUTES = new Set(["/", "/health", "/v1/health"]);
@@ -136,6 +148,9 @@ function randomId(prefix: string): string {
 }
 
 const encoder = new TextEncoder();
+
+/** llama-server's fingerprint shape (`b<build>-<commit>`), with dotllm's version. */
+const SYSTEM_FINGERPRINT = `b${VERSION}-dotllm`;
 
 /** The HTTP API over a backend. */
 export class ApiHandler {
@@ -184,12 +199,25 @@ export class ApiHandler {
       );
     }
     this.metrics.request(route, response.status);
-    if (this.#options.cors !== undefined) {
-      response.headers.set("access-control-allow-origin", this.#options.cors);
-      if (this.#options.cors !== "*") response.headers.append("vary", "Origin");
+    const allow = this.#allowOrigin(request);
+    if (allow !== undefined) {
+      response.headers.set("access-control-allow-origin", allow);
+      if (allow !== "*") response.headers.append("vary", "Origin");
     }
     return response;
   };
+
+  /** The `Access-Control-Allow-Origin` of a request's response, as llama-server decides it. */
+  #allowOrigin(request: Request): string | undefined {
+    const cors = this.#options.cors;
+    if (cors === undefined) return undefined;
+    const origin = request.headers.get("origin");
+    if (cors === "*" && this.#options.corsCredentials) return origin ?? undefined;
+    if (cors === "localhost") {
+      return origin !== null && LOOPBACK_ORIGIN.test(origin) ? origin : undefined;
+    }
+    return cors;
+  }
 
   #error(error: ApiError, headers: Record<string, string> = {}): Response {
     return Response.json(error.toJSON(), { status: error.status, headers });
@@ -201,11 +229,13 @@ export class ApiHandler {
       throw new ApiError(404, `no route ${request.method} ${path}`, null, "not_found");
     }
     if (request.method === "OPTIONS" && this.#options.cors !== undefined) {
+      // llama-server's preflight answer
       return new Response(null, {
-        status: 204,
+        status: 200,
         headers: {
-          "access-control-allow-methods": methods.join(", ") + ", OPTIONS",
-          "access-control-allow-headers": "authorization, content-type",
+          "access-control-allow-credentials": this.#options.corsCredentials ? "true" : "false",
+          "access-control-allow-methods": "GET, POST, DELETE, OPTIONS",
+          "access-control-allow-headers": "*",
           "access-control-max-age": "600",
         },
       });
@@ -317,6 +347,26 @@ export class ApiHandler {
       case "/completion":
       case "/completions":
         return this.#completion(request);
+      case "/chat/completions/input_tokens":
+      case "/v1/chat/completions/input_tokens": {
+        // llama-server: the prompt tokens a chat request would have, without generating
+        const info = this.backend.info;
+        const parsed = parseChatRequest(await this.#json(request), this.#options.defaults ?? {}, {
+          maxChoices: info.slotCount,
+          vocabSize: info.vocabSize,
+        });
+        const p = parsed.input.prompt;
+        if (!("messages" in p)) throw new ApiError(400, "messages: missing", "messages");
+        let text: string;
+        try {
+          text = await this.backend.applyTemplate(p.messages, true);
+        } catch (error) {
+          throw new ApiError(400, `chat template: ${(error as Error).message}`, "messages");
+        }
+        return Response.json({
+          input_tokens: (await this.backend.tokenize(text, true, true)).length,
+        });
+      }
       default:
         return this.#generate(request, "completion");
     }
@@ -736,7 +786,7 @@ class Reply implements ResponseBuilder {
       object: this.kind === "chat" ? "chat.completion.chunk" : "text_completion",
       created: this.created,
       model: this.model,
-      system_fingerprint: "dotllm",
+      system_fingerprint: SYSTEM_FINGERPRINT,
       choices,
       ...(this.request.includeUsage ? { usage: null } : {}),
       ...extra,
@@ -789,7 +839,7 @@ class Reply implements ResponseBuilder {
       object: this.kind === "chat" ? "chat.completion" : "text_completion",
       created: this.created,
       model: this.model,
-      system_fingerprint: "dotllm",
+      system_fingerprint: SYSTEM_FINGERPRINT,
       choices,
       usage: this.usage,
       timings: this.timings,

@@ -57,7 +57,10 @@ export async function loadBackend(
   try {
     context = new Context(model, {
       slots: options.slots,
-      contextSize: options.contextSize || undefined,
+      // llama-server runs past the training context (with a warning); here a slot keeps to it
+      contextSize: options.contextSize
+        ? Math.min(options.contextSize, model.config.contextLength)
+        : undefined,
       threads: options.threads,
       cacheType: options.cacheType,
       batchSize: Math.max(options.stepTokens ?? 256, options.slots),

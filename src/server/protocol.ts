@@ -438,7 +438,11 @@ function body(value: unknown): Record<string, unknown> {
   return value;
 }
 
-/** The text of a message's `content`: a string or an array of `{ type: "text", text }` parts. */
+/**
+ * The text of a message's `content`: a string or an array of
+ * `{ type: "text", text }` parts, joined by a newline as llama.cpp joins
+ * them (`concat_content_parts` of its `common/chat.cpp`).
+ */
 function messageContent(v: unknown, at: string): string {
   if (typeof v === "string") return v;
   if (v === null || v === undefined) return "";
@@ -448,7 +452,7 @@ function messageContent(v: unknown, at: string): string {
       if (!isObject(part) || part.type !== "text" || typeof part.text !== "string") {
         bad(`${at}[${i}]`, "only text content parts are supported");
       }
-      text += part.text;
+      text += (text === "" ? "" : "\n") + part.text;
     }
     return text;
   }
