@@ -19,6 +19,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureLlamaCppSource } from "./_llamacpp_src.ts";
+import { ensureMiniLmGguf } from "./_minilm.ts";
 import { pythonPackages } from "./_python.ts";
 import { repoRoot, testdataDir } from "./_testdata.ts";
 
@@ -81,6 +82,7 @@ Deno.test({
   async fn() {
     const source = ensureLlamaCppSource();
     const env = await pythonPackages("llamacpp-server-tests", PACKAGES);
+    const minilm = await ensureMiniLmGguf("f32");
     const root = mkdtempSync(join(tmpdir(), "dotllm-llamacpp-suite-"));
     try {
       // The source tree's layout: tests name templates as ../../../models/templates/X.jinja.
@@ -111,6 +113,7 @@ Deno.test({
           DOTLLM_SHIM_DENO: Deno.execPath(),
           DOTLLM_SHIM_ROOT: repoRoot,
           DOTLLM_TESTDATA: testdataDir,
+          DOTLLM_SHIM_MINILM: minilm,
           PORT: String(port),
           NO_COLOR: "1",
         },

@@ -7,7 +7,9 @@
  *
  * @module
  */
+import { readFileSync, writeFileSync } from "node:fs";
 import type { SamplerParams } from "../sampler/mod.ts";
+import { decodeSlotFile, encodeSlotFile } from "./native/slot_file.ts";
 import type { ChatMessage, ChatRenderer } from "./chat_prompt.ts";
 import { Context } from "../model/mod.ts";
 import type { EmbedInput, EmbedOutput } from "./embeddings.ts";
@@ -71,6 +73,16 @@ export interface GenerateInput {
   grammar?: string;
 }
 
+/** What `/slots/ID?action=` does. */
+export type SlotAction = "save" | "restore" | "erase";
+
+/** What a slot action did: tokens saved, restored or erased, file bytes, time. */
+export interface SlotActionResult {
+  tokens: number;
+  bytes: number;
+  ms: number;
+}
+
 /** The tokenizer calls the backend needs beyond the scheduler's. */
 export interface BackendTokenizer extends SchedulerTokenizer {
   encode(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): number[];
@@ -93,6 +105,12 @@ export interface Backend {
    * kept); throws `RangeError` for an id outside the vocabulary.
    */
   pieces(tokens: number[]): Promise<number[][]>;
+  /**
+   * `/slots/ID?action=save|restore|erase` on an idle slot: a slot file at
+   * `path` (save, restore), checked whole before anything is loaded; the
+   * slot emptied (erase). Rejects with one line.
+   */
+  slotAction(action: SlotAction, slot: number, path?: string): Promise<SlotActionResult>;
   /** Renders a conversation; throws for a template error. */
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string>;
   stats(): Promise<SchedulerStats>;
@@ -271,6 +289,48 @@ export class LocalBackend implements Backend {
       }
     }
     return Promise.resolve(tokens.map((t) => [...this.#tokenizer.pieceBytes(t, true)]));
+  }
+
+  /** The model and cache a slot file must come from (`load.ts` sets it: file name and size). */
+  slotIdentity = "";
+
+  slotAction(action: SlotAction, slot: number, path?: string): Promise<SlotActionResult> {
+    try {
+      const cache = this.#context.cache;
+      if (!Number.isInteger(slot) || slot < 0 || slot >= cache.slotCount) {
+        throw new RangeError(`slot ${slot} is outside [0, ${cache.slotCount})`);
+      }
+      if (this.scheduler.stats().busySlots.includes(slot)) {
+        throw new Error(`slot ${slot} is processing a request`);
+      }
+      const t0 = performance.now();
+      const identity = `${this.slotIdentity}, ${cache.cacheType} cache`;
+      let tokens: number, bytes = 0;
+      if (action === "erase") {
+        tokens = cache.length(slot);
+        cache.truncate(slot, 0);
+      } else if (action === "save") {
+        const data = cache.exportSlot(slot);
+        const file = encodeSlotFile(identity, data);
+        writeFileSync(path!, file);
+        tokens = data.tokens.length;
+        bytes = file.length;
+      } else {
+        let file: Uint8Array;
+        try {
+          file = readFileSync(path!);
+        } catch (error) {
+          throw new Error(`cannot read the slot file: ${(error as Error).message}`);
+        }
+        const data = decodeSlotFile(file, identity, (n) => cache.slotLayerBytes(n));
+        cache.importSlot(slot, data.tokens, data.layers);
+        tokens = data.tokens.length;
+        bytes = file.length;
+      }
+      return Promise.resolve({ tokens, bytes, ms: performance.now() - t0 });
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {

@@ -105,6 +105,7 @@ const ROUTES: Record<string, readonly string[]> = {
   "/v1/chat/completions/input_tokens": ["POST"],
   "/props": ["GET", "POST"],
   "/slots": ["GET"],
+  "/slots/:id": ["POST"],
   "/tokenize": ["POST"],
   "/detokenize": ["POST"],
   "/apply-template": ["POST"],
@@ -112,6 +113,11 @@ const ROUTES: Record<string, readonly string[]> = {
   "/embeddings": ["POST"],
   "/embedding": ["POST"],
 };
+
+/** The ROUTES key of a path (`/slots/3` is `/slots/:id`). */
+function routeKey(path: string): string {
+  return /^\/slots\/[^/]+$/.test(path) ? "/slots/:id" : path;
+}
 
 /** A loopback origin (`cors: "localhost"`). */
 const LOOPBACK_ORIGIN = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/;
@@ -187,10 +193,11 @@ export class ApiHandler {
   /** The fetch handler. */
   fetch = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
-    const route = ROUTES[url.pathname] !== undefined ? url.pathname : "other";
+    const key = routeKey(url.pathname);
+    const route = ROUTES[key] !== undefined ? key : "other";
     let response: Response;
     try {
-      response = await this.#route(request, url.pathname);
+      response = await this.#route(request, key);
     } catch (error) {
       response = this.#error(
         error instanceof ApiError
@@ -302,6 +309,8 @@ export class ApiHandler {
         return Response.json(
           slotsBody(this.backend.info, this.#native, await this.backend.stats()),
         );
+      case "/slots/:id":
+        return this.#slotAction(request);
       case "/tokenize": {
         const t = parseTokenizeRequest(await this.#json(request));
         const tokens = await this.backend.tokenize(t.content, t.addSpecial, t.parseSpecial);
@@ -369,6 +378,63 @@ export class ApiHandler {
       }
       default:
         return this.#generate(request, "completion");
+    }
+  }
+
+  /** `POST /slots/ID?action=save|restore|erase` (llama-server's shapes). */
+  async #slotAction(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    const id = Number(url.pathname.slice("/slots/".length));
+    const n = this.backend.info.slotCount;
+    if (!Number.isInteger(id) || id < 0 || id >= n) {
+      throw new ApiError(400, `id_slot: expected a slot id in [0, ${n})`, "id_slot");
+    }
+    const action = url.searchParams.get("action");
+    if (action !== "save" && action !== "restore" && action !== "erase") {
+      throw new ApiError(400, "action: expected save, restore or erase", "action");
+    }
+    if (this.#native.slots === false) throw notSupported("the /slots endpoint", "--slots");
+    if (action === "erase") {
+      const r = await this.#slotCall(() => this.backend.slotAction("erase", id));
+      return Response.json({ id_slot: id, n_erased: r.tokens });
+    }
+    const dir = this.#native.slotSavePath;
+    if (dir === undefined) throw notSupported(`slot ${action}`, "--slot-save-path DIR");
+    const body = await this.#json(request) as Record<string, unknown> | null;
+    const filename = body?.filename;
+    if (
+      typeof filename !== "string" || filename === "" || filename === "." || filename === ".." ||
+      filename.length > 255 || /[/\\\0]/.test(filename)
+    ) {
+      throw new ApiError(400, "filename: expected a plain file name", "filename", "invalid_value");
+    }
+    const path = dir.replace(/\/+$/, "") + "/" + filename;
+    const r = await this.#slotCall(() => this.backend.slotAction(action, id, path));
+    return Response.json(
+      action === "save"
+        ? {
+          id_slot: id,
+          filename,
+          n_saved: r.tokens,
+          n_written: r.bytes,
+          timings: { save_ms: r.ms },
+        }
+        : {
+          id_slot: id,
+          filename,
+          n_restored: r.tokens,
+          n_read: r.bytes,
+          timings: { restore_ms: r.ms },
+        },
+    );
+  }
+
+  /** A slot action's failure is the client's (a busy slot, a bad file): 400 with its one line. */
+  async #slotCall<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      return await f();
+    } catch (error) {
+      throw new ApiError(400, (error as Error).message.split("\n")[0], null, "invalid_value");
     }
   }
 

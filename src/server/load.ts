@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { statSync } from "node:fs";
 import { basename } from "node:path";
 import { prepareLibrary } from "../native/locate.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
@@ -115,6 +116,7 @@ export async function loadBackend(
       options.inbox,
     );
     backend.embeddingPooling = options.pooling;
+    backend.slotIdentity = `${basename(path)} (${statSync(path).size} bytes)`;
     return backend;
   } catch (error) {
     context.close();

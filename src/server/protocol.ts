@@ -86,6 +86,7 @@ export const REQUEST_FIELDS: Readonly<
     stream: "implemented",
     stream_options: "implemented",
     max_tokens: "implemented",
+    n_predict: "implemented",
     n: "implemented",
     temperature: "implemented",
     top_p: "implemented",
@@ -387,8 +388,12 @@ function common(
   }
   // Absent: the server's `-n` (its default and cap), else -1: until an end-of-generation
   // token or the end of the slot's context.
+  // llama-server's `n_predict` works on every endpoint (-1: no limit but the cap)
+  const nPredict = optInteger(body, "n_predict", -1, 2 ** 31 - 1);
+  if (nPredict === 0) bad("n_predict", "0 generates nothing: give -1 (no limit) or a count >= 1");
   const asked = optInteger(body, "max_completion_tokens", 1, 2 ** 31 - 1) ??
-    optInteger(body, "max_tokens", 1, 2 ** 31 - 1);
+    optInteger(body, "max_tokens", 1, 2 ** 31 - 1) ??
+    (nPredict !== undefined && nPredict > 0 ? nPredict : undefined);
   const cap = defaults.maxTokens;
   const maxTokens = cap === undefined ? asked ?? -1 : Math.min(asked ?? cap, cap);
   const sampling: Partial<SamplerParams> = {};

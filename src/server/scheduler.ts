@@ -301,7 +301,8 @@ export class Scheduler {
     return new Sequence(this.#tokenizer, {
       sampler,
       maxTokens: p.maxTokens,
-      capacity: this.context.contextSize - p.prompt.length + 1,
+      // as llama-server: prompt and reply together fill the slot's context at most
+      capacity: this.context.contextSize - p.prompt.length,
       stop: p.stop,
       ignoreEos: p.ignoreEos,
       logprobs: top >= 0,
