@@ -173,3 +173,64 @@ Deno.test("native: refused fields, context error type, X-Api-Key, /slots, /props
   assert.equal((await get("/metrics")).status, 501);
   assert.equal((await post(s.api, "/props", { a: 1 }, key)).status, 501);
 });
+
+Deno.test("native: slot files: save, erase, restore; truncated or another model's refused, nothing loaded", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const native = { slotSavePath: dir };
+    await using s = await setup({ native }, 1, 128);
+    // long enough for the cache to keep a prefix (it keeps whole blocks of 8 tokens)
+    const prompt = "Once upon a time there was a little girl who liked to play in the park.";
+    const run = async () =>
+      (await (await post(s.api, "/completion", { prompt, n_predict: 4, temperature: 0 })).json())
+        .timings;
+    await run();
+    const saved = await (await post(s.api, "/slots/0?action=save", { filename: "a.bin" })).json();
+    assert.ok(saved.n_saved > 0, JSON.stringify(saved));
+    assert.equal(saved.n_written, Deno.statSync(`${dir}/a.bin`).size);
+    const erased = await (await post(s.api, "/slots/0?action=erase", {})).json();
+    assert.equal(erased.n_erased, saved.n_saved);
+    const restored = await (await post(s.api, "/slots/0?action=restore", { filename: "a.bin" }))
+      .json();
+    assert.equal(restored.n_restored, saved.n_saved);
+    // the restored prefix serves the same prompt from the cache
+    assert.ok((await run()).cache_n > 0);
+    // a truncated file: refused with one line, the (erased) slot stays empty
+    await post(s.api, "/slots/0?action=erase", {});
+    const bytes = Deno.readFileSync(`${dir}/a.bin`);
+    Deno.writeFileSync(`${dir}/cut.bin`, bytes.subarray(0, bytes.length - 10));
+    const cut = await post(s.api, "/slots/0?action=restore", { filename: "cut.bin" });
+    assert.equal(cut.status, 400);
+    const message = (await cut.json()).error.message;
+    assert.match(message, /truncated/);
+    assert.ok(!message.includes("\n"));
+    assert.equal((await run()).cache_n, 0);
+    // another model's file
+    await using other = await (async () => {
+      const backend = await loadBackend(testdata("models/llama-2-tiny-random.gguf"), {
+        slots: 1,
+        contextSize: 128,
+        threads: 1,
+      }, (chat) => chatRenderer(chat));
+      return {
+        api: new ApiHandler({ backend, native }),
+        [Symbol.asyncDispose]: () => backend.close(),
+      };
+    })();
+    await post(other.api, "/completion", { prompt: "Hello", n_predict: 2, temperature: 0 });
+    assert.equal(
+      (await post(other.api, "/slots/0?action=save", { filename: "b.bin" })).status,
+      200,
+    );
+    await post(s.api, "/slots/0?action=erase", {});
+    const wrong = await post(s.api, "/slots/0?action=restore", { filename: "b.bin" });
+    assert.equal(wrong.status, 400);
+    assert.match((await wrong.json()).error.message, /another model/);
+    assert.equal((await run()).cache_n, 0);
+    // names, not paths; an unknown action
+    assert.equal((await post(s.api, "/slots/0?action=save", { filename: "../x" })).status, 400);
+    assert.equal((await post(s.api, "/slots/0?action=load", {})).status, 400);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});

@@ -93,8 +93,8 @@ export function decodeSlotFile(
     );
   }
   let at = start + headerLength;
-  const tokens = new Int32Array(n);
-  tokens.set(new Int32Array(bytes.slice(at, at + 4 * n).buffer));
+  // a copy: `bytes` may be a Node Buffer whose slice shares a larger, unaligned pool
+  const tokens = new Int32Array(new Uint8Array(bytes.subarray(at, at + 4 * n)).buffer);
   at += 4 * n;
   const layers: Uint8Array[] = [];
   for (const b of want) {
