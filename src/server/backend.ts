@@ -357,10 +357,14 @@ export class LocalBackend implements Backend {
   embed(input: EmbedInput): Promise<EmbedOutput> {
     if (this.#closed) return Promise.reject(new Error("the server is shutting down"));
     const model = this.#context.model;
+    const encode = (text: string, addSpecial: boolean) =>
+      this.#tokenizer.encode(text, { addSpecial, parseSpecial: true });
     const sequences = input.inputs.map((p) =>
       "tokens" in p
         ? p.tokens
-        : this.#tokenizer.encode(p.text, { addSpecial: true, parseSpecial: true })
+        : "text" in p
+        ? encode(p.text, true)
+        : p.mixed.flatMap((x, i) => typeof x === "number" ? [x] : encode(x, i === 0))
     );
     try {
       const context = this.#embeddings ??= new Context(
@@ -380,7 +384,9 @@ export class LocalBackend implements Backend {
         });
       }
       const E = model.config.embeddingLength;
-      const vectors = embedSequences(context, sequences, pooling, input.normalize);
+      // llama-server normalizes only pooled vectors: per-token ones are returned as they are
+      const p = pooling === "none" ? -1 : input.normalize;
+      const vectors = embedSequences(context, sequences, pooling, p);
       return Promise.resolve({
         embeddings: vectors.map((vs) => {
           if (vs.length === 1) return vs[0];

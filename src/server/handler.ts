@@ -349,7 +349,8 @@ export class ApiHandler {
       case "/v1/embeddings":
       case "/embeddings":
       case "/embedding":
-        return this.#embed(request, path === "/embedding");
+        // llama-server: /embedding and /embeddings answer in its own shape, /v1/embeddings in OpenAI's
+        return this.#embed(request, path !== "/v1/embeddings");
       case "/v1/chat/completions":
       case "/chat/completions":
         return this.#generate(request, "chat");
@@ -504,7 +505,10 @@ export class ApiHandler {
     try {
       const out = await this.backend.embed(parsed.input);
       if ("error" in out) throw new ApiError(400, out.error, out.param, "invalid_value");
-      this.metrics.promptTokens += out.promptTokens.reduce((a, b) => a + b, 0);
+      const tokens = out.promptTokens.reduce((a, b) => a + b, 0);
+      this.metrics.promptTokens += tokens;
+      this.metrics.embeddingTokens += tokens;
+      this.metrics.embeddingBatches++;
       return Response.json(embeddingResponse(parsed, out, this.backend.info.id));
     } finally {
       this.#inFlight--;

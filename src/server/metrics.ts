@@ -20,6 +20,9 @@ export class Metrics {
   readonly #requests = new Map<string, number>();
   promptTokens = 0;
   completionTokens = 0;
+  /** Tokens embedded (they count as llama.cpp's prompt tokens), and the batches that ran them. */
+  embeddingTokens = 0;
+  embeddingBatches = 0;
 
   /** Counts one answered request. */
   request(route: string, status: number): void {
@@ -43,7 +46,7 @@ export class Metrics {
     this.#tokensMax = Math.max(this.#tokensMax, s.kvUsedTokens);
     const m = (name: string, type: string, help: string, value: number) =>
       metric(`llamacpp:${name}`, type, help, [`llamacpp:${name} ${value}`]);
-    const computed = s.promptTokensTotal - s.cachedTokensTotal;
+    const computed = s.promptTokensTotal - s.cachedTokensTotal + this.embeddingTokens;
     m("prompt_tokens_total", "counter", "Number of prompt tokens processed.", computed);
     m(
       "prompt_tokens_cached_total",
@@ -64,7 +67,12 @@ export class Metrics {
       "Predict process time.",
       s.decodeMsTotal / 1000,
     );
-    m("n_decode_total", "counter", "Total number of llama_decode() calls.", s.stepsTotal);
+    m(
+      "n_decode_total",
+      "counter",
+      "Total number of llama_decode() calls.",
+      s.stepsTotal + this.embeddingBatches,
+    );
     m("n_tokens_max", "counter", "Largest observed n_tokens.", this.#tokensMax);
     for (
       const [name, help] of [
