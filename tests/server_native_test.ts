@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { chatTemplateSource } from "../src/cli/options.ts";
+import { makeModel } from "../src/gguf/make_model.ts";
 import { chatRenderer } from "../src/server/chat_prompt.ts";
 import { ApiHandler, type HandlerOptions } from "../src/server/handler.ts";
 import { loadBackend } from "../src/server/load.ts";
@@ -233,4 +234,43 @@ Deno.test("native: slot files: save, erase, restore; truncated or another model'
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }
+});
+
+Deno.test("native: /infill builds llama.cpp's FIM prompt (extra files, prefix, suffix) and answers as it", async () => {
+  const { path } = makeModel({
+    shape: "qwen2-tiny",
+    type: "f32",
+    outDir: join(repoRoot, "models"),
+    vocabDir: testdata("vocab-converted"),
+  });
+  const golden = JSON.parse(
+    readFileSync(join(repoRoot, "tests/golden/llama_server_native/qwen2-tiny-infill.json"), "utf8"),
+  );
+  // llama-server's settings of the golden: -c 1024 -np 1 -b 256 -n 16
+  const backend = await loadBackend(path, {
+    slots: 1,
+    contextSize: 1024,
+    threads: 1,
+    stepTokens: 256,
+  }, (chat) => chatRenderer(chat));
+  try {
+    const api = new ApiHandler({ backend, defaults: { maxTokens: 16 } });
+    for (const g of golden) {
+      const res = await post(api, "/infill", g.request);
+      assert.equal(res.status, 200);
+      const body = await res.json();
+      assert.equal(body.prompt, g.response.prompt);
+      assert.equal(body.tokens_evaluated, g.response.tokens_evaluated);
+      assert.deepEqual(body.tokens, g.response.tokens);
+      assert.equal(body.content, g.response.content);
+    }
+    const bad = await post(api, "/infill", { input_prefix: 3 });
+    assert.equal(bad.status, 400);
+  } finally {
+    await backend.close();
+  }
+  // a model without FIM tokens: 501, as llama-server
+  await using s = await setup();
+  const none = await post(s.api, "/infill", { input_prefix: "a", input_suffix: "b" });
+  assert.equal(none.status, 501);
 });

@@ -10,6 +10,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import type { SamplerParams } from "../sampler/mod.ts";
 import { decodeSlotFile, encodeSlotFile } from "./native/slot_file.ts";
+import type { FimTokens } from "./native/infill.ts";
 import type { ChatMessage, ChatRenderer } from "./chat_prompt.ts";
 import { Context } from "../model/mod.ts";
 import type { EmbedInput, EmbedOutput } from "./embeddings.ts";
@@ -34,6 +35,8 @@ export interface ModelInfo {
   kvCacheBytes: number;
   /** What chat rendering needs: the model's template (undefined: ChatML) and special-token texts. */
   chat: ChatTemplateInfo;
+  /** What `/infill` builds its prompt with: the FIM ids, BOS (-1: none added), the batch size. */
+  infill?: { fim: FimTokens; bos: number; batchSize: number };
 }
 
 /** The chat template of a model, as data (the HTTP thread renders it). */

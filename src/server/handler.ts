@@ -37,6 +37,7 @@ import {
   nativeToParsed,
   parseNativeCompletion,
 } from "./native/completion.ts";
+import { infillPrompt, parseInfillRequest } from "./native/infill.ts";
 import {
   modelId,
   modelsBody,
@@ -101,6 +102,7 @@ const ROUTES: Record<string, readonly string[]> = {
   "/v1/completions": ["POST"],
   "/completions": ["POST"],
   "/completion": ["POST"],
+  "/infill": ["POST"],
   "/chat/completions/input_tokens": ["POST"],
   "/v1/chat/completions/input_tokens": ["POST"],
   "/props": ["GET", "POST"],
@@ -357,6 +359,8 @@ export class ApiHandler {
       case "/completion":
       case "/completions":
         return this.#completion(request);
+      case "/infill":
+        return this.#infill(request);
       case "/chat/completions/input_tokens":
       case "/v1/chat/completions/input_tokens": {
         // llama-server: the prompt tokens a chat request would have, without generating
@@ -544,9 +548,9 @@ export class ApiHandler {
    * becomes tokens here (its `prompt` text echoes them), then runs as one
    * generation; several prompts answer as an array, in order.
    */
-  async #completion(request: Request): Promise<Response> {
+  async #completion(request: Request, body?: unknown): Promise<Response> {
     if (this.#draining) return this.#shuttingDown();
-    const req: NativeRequest = parseNativeCompletion(await this.#json(request));
+    const req: NativeRequest = parseNativeCompletion(body ?? await this.#json(request));
     const defaults = this.#options.defaults ?? {};
     const info = this.backend.info;
     const limits = { maxChoices: info.slotCount, vocabSize: info.vocabSize };
@@ -589,6 +593,23 @@ export class ApiHandler {
     const failed = responses.find((r) => r.status !== 200);
     if (failed !== undefined) return failed;
     return Response.json(await Promise.all(responses.map((r) => r.json())));
+  }
+
+  /** llama-server's `/infill`: the FIM prompt built as llama.cpp does, then `/completion`. */
+  async #infill(request: Request): Promise<Response> {
+    if (this.#draining) return this.#shuttingDown();
+    const req = parseInfillRequest(await this.#json(request));
+    const info = this.backend.info;
+    if (info.infill === undefined) {
+      throw new ApiError(501, "this backend cannot build infill prompts", null, "not_supported");
+    }
+    const tokens = await infillPrompt(req, {
+      ...info.infill,
+      contextSize: info.contextSize,
+      nPredict: this.#options.defaults?.maxTokens ?? -1,
+      tokenize: (text) => this.backend.tokenize(text, false, false),
+    });
+    return this.#completion(request, { ...req.rest, prompt: tokens });
   }
 
   /** Runs one parsed generation request, answered whole or streamed by the builder `make` gives. */

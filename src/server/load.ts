@@ -12,6 +12,7 @@ import type { LlmOptions } from "../llm/mod.ts";
 import { probeBatchInvariance } from "../generation/mod.ts";
 import { Context, Model } from "../model/mod.ts";
 import { LocalBackend } from "./backend.ts";
+import { fimTokens } from "./native/infill.ts";
 import type { ChatRenderer } from "./chat_prompt.ts";
 import type { ChatTemplateInfo } from "./backend.ts";
 
@@ -104,6 +105,11 @@ export async function loadBackend(
         vocabSize: model.config.vocabSize,
         kvCacheBytes: context.memory.kvCacheBytes,
         chat,
+        infill: {
+          fim: fimTokens(model.gguf.metadata, tokenizer.vocab.tokens),
+          bos: tokenizer.addBos ? tokenizer.bos : -1,
+          batchSize: context.batchSize,
+        },
       },
       context,
       backendTokenizer,
