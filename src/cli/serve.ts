@@ -20,6 +20,7 @@ import { writeStderr } from "./io.ts";
 import {
   checkLlamaServerFlags,
   LLAMA_SERVER_ALIASES,
+  LLAMA_SERVER_HELP,
   LLAMA_SERVER_OPTIONS,
 } from "./serve_flags.ts";
 import {
@@ -75,7 +76,8 @@ Serves a GGUF model over HTTP with OpenAI's API: POST /v1/chat/completions,
 POST /v1/completions (stream: true for server-sent events), GET /v1/models,
 POST /v1/embeddings; llama.cpp's POST /embedding, /tokenize, /detokenize,
 /apply-template and GET /health;
-GET /metrics (Prometheus); a chat page at /. Up to --parallel requests are
+GET /metrics (Prometheus, with --metrics); a chat page at /; llama-server's
+native API (/completion, /infill, /props, /slots; docs/SERVER.md). Up to --parallel requests are
 decoded together in one batch; more wait in a queue (--queue), then 503.
 Request fields dotllm does not implement (tools, response_format other than
 text, grammar, ...) are a 400 naming the field.
@@ -92,7 +94,9 @@ Options:
                            prefill chunks (default 256; >= --parallel)
 ${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
-      --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)
+      --cors ORIGIN        cross-origin requests: * (default: any origin, echoed, with
+                           credentials), localhost (loopback origins), or one ORIGIN;
+                           --cors-origins works too
       --queue N            requests that may wait for a slot before 503 (default ${DEFAULT_QUEUE_LIMIT})
       --body-limit BYTES   largest request body before 413 (default ${DEFAULT_BODY_LIMIT_BYTES})
       --shutdown-timeout S seconds in-flight requests get on SIGINT/SIGTERM (default 30)
@@ -100,6 +104,7 @@ ${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLA
                            default the model's, mean for a decoder that declares none
   Defaults for requests that leave the field out (a request's own fields win):
 ${helpLines(SAMPLING_GROUP.help, SERVE_SAMPLING_HELP)}\
+${LLAMA_SERVER_HELP}\
   -h, --help               this help
 `;
 

@@ -180,3 +180,42 @@ export function checkLlamaServerFlags(
     notice(`dotllm: notice: --${flag} has no effect here: ${why}`);
   }
 }
+
+/** Names wrapped into help lines under an indent. */
+function wrapped(names: string[], indent: string): string {
+  const lines: string[] = [];
+  let line = indent;
+  for (const n of names) {
+    const item = `--${n}`;
+    if (line.length + item.length + 1 > 80 && line !== indent) {
+      lines.push(line.trimEnd());
+      line = indent;
+    }
+    line += item + " ";
+  }
+  lines.push(line.trimEnd());
+  return lines.join("\n") + "\n";
+}
+
+/** The help section of llama-server's flags (every one named, as `--help` must). */
+export const LLAMA_SERVER_HELP: string =
+  `  llama-server's flags (docs/SERVER.md), so \`llama-server ARGS\` is \`dotllm serve ARGS\`:
+  -m, --model FILE         the model (instead of MODEL); --hf-repo REPO [--hf-file F]
+                           (-hf, -hff): a Hub reference
+  -a, --alias A[,B]        the names /models reports (--tags T[,U]: its tags)
+      --metrics            serve /metrics (off without it, as llama-server)
+      --slots, --no-slots  serve /slots (default on); --props: allow POST /props
+      --slot-save-path DIR where /slots/ID?action=save|restore keep slot files
+      --no-webui, --no-ui  no page at /
+      --chat-template-file FILE   as --chat-template FILE
+      --cors-origins O     as --cors; --no-cors-credentials: no credentials with *
+      --embedding, --jinja, --no-jinja: accepted, always on here
+  Accepted with a one-line notice, no effect here:
+${
+    wrapped(
+      Object.keys(NO_EFFECT).filter((n) => !["jinja", "no-jinja", "embedding"].includes(n)),
+      "      ",
+    )
+  }\
+  Refused (they would change the answers and dotllm lacks them):
+${wrapped(Object.keys(REFUSED), "      ")}`;
