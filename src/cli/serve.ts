@@ -157,6 +157,21 @@ function modelArgument(values: OptionValues, positionals: string[]): string {
   return given[0];
 }
 
+/**
+ * `--chat-template VALUE`: a built-in's name or a file, else (llama-server:
+ * the flag takes template text) VALUE itself as the Jinja source, when it
+ * does not look like a path (no slash, no `.jinja`).
+ */
+function serveTemplateSource(value: string, fromFile: boolean): string {
+  try {
+    return chatTemplateSource(value);
+  } catch (error) {
+    const notFile = /^cannot read chat template file/.test((error as Error).message);
+    if (fromFile || !notFile || /[\\/]|\.jinja$/.test(value)) throw error;
+    return value;
+  }
+}
+
 /** `--alias a,b` / `--tags x,y` as lists (llama-server: comma-separated). */
 function list(values: OptionValues, flag: string): string[] | undefined {
   const v = str(values, flag);
@@ -216,7 +231,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   }
   const chatTemplate = template.template === undefined
     ? undefined
-    : chatTemplateSource(template.template);
+    : serveTemplateSource(template.template, ctf !== undefined);
 
   const pooling = str(values, "pooling");
   if (pooling !== undefined && !["mean", "cls", "last", "none"].includes(pooling)) {

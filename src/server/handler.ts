@@ -651,6 +651,7 @@ export class ApiHandler {
           first.param ?? (first.status === 400 ? "prompt" : null),
           null,
           first.errorType,
+          first.extra,
         );
       }
       if (first.type !== "start") throw new ApiError(500, "the backend did not start");

@@ -31,6 +31,8 @@ export class ApiError extends Error {
     readonly param: string | null = null,
     readonly code: string | null = null,
     readonly type: string = status >= 500 ? "server_error" : "invalid_request_error",
+    /** More fields of the error object (llama-server's `n_prompt_tokens`, `n_ctx`). */
+    readonly extra: Record<string, unknown> = {},
   ) {
     super(message);
     this.name = "ApiError";
@@ -41,7 +43,13 @@ export class ApiError extends Error {
     error: { message: string; type: string; param: string | null; code: string | null };
   } {
     return {
-      error: { message: this.message, type: this.type, param: this.param, code: this.code },
+      error: {
+        message: this.message,
+        type: this.type,
+        param: this.param,
+        code: this.code,
+        ...this.extra,
+      },
     };
   }
 }

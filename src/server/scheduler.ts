@@ -128,6 +128,8 @@ export type SequenceEvent =
     param?: string;
     /** The error JSON's `type` when not the status's default (llama.cpp's `exceed_context_size_error`). */
     errorType?: string;
+    /** More fields of the error JSON (llama-server's `n_prompt_tokens` and `n_ctx`). */
+    extra?: Record<string, number>;
   };
 
 /** Cumulative counters of a scheduler. */
@@ -234,6 +236,7 @@ export class Scheduler {
           `the context holds ${ctx} per slot (raise the server's context size)`,
         param: "prompt",
         errorType: "exceed_context_size_error",
+        extra: { n_prompt_tokens: n, n_ctx: ctx },
       });
       return id;
     }
