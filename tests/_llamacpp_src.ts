@@ -3,8 +3,8 @@
  * (llama.cpp as of 2026-10), fetched once per machine into the ignored `models/` folder,
  * sha256 checked, and only the files the tests read extracted: `grammars/`,
  * `models/templates/`, `tests/test-json-schema-to-grammar.cpp`, `tests/test-grammar-*.cpp`,
- * `common/json-schema-to-grammar.cpp` and `common/json-schema.cpp`. Nothing of llama.cpp is
- * copied into the repository.
+ * `common/json-schema-to-grammar.cpp`, `common/json-schema.cpp` and the server's pytest suite
+ * `tools/server/tests/`. Nothing of llama.cpp is copied into the repository.
  *
  * ```ts
  * import { ensureLlamaCppSource } from "./_llamacpp_src.ts";
@@ -48,7 +48,10 @@ const MEMBERS = [
   "tests/test-grammar-*.cpp",
   "common/json-schema-to-grammar.cpp",
   "common/json-schema.cpp",
+  "tools/server/tests/*",
 ];
+/** One file per member group: a folder extracted before a group was added is extracted again. */
+const PROBES = ["grammars", "models/templates", "tools/server/tests/utils.py"];
 const STAMP = ".verified";
 
 function run(cmd: string, args: string[]): void {
@@ -69,7 +72,10 @@ function sha256(path: string): string {
  */
 export function ensureLlamaCppSource(): string {
   const stamp = join(llamaCppSourceDir, STAMP);
-  if (existsSync(stamp) && readFileSync(stamp, "utf8") === LLAMA_CPP_PYTHON_SDIST_SHA256) {
+  if (
+    existsSync(stamp) && readFileSync(stamp, "utf8") === LLAMA_CPP_PYTHON_SDIST_SHA256 &&
+    PROBES.every((p) => existsSync(join(llamaCppSourceDir, p)))
+  ) {
     return llamaCppSourceDir;
   }
   const models = join(repoRoot, "models");

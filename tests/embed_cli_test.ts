@@ -71,6 +71,6 @@ Deno.test("dotllm embed: bad flags are usage errors (exit 2), an over-long input
   assert.equal(long.code, 1);
   assert.equal(
     long.stderr,
-    "dotllm: input 0 has 602 tokens, more than the context's 512 per input\n",
+    "dotllm: input 0 has 602 tokens, more than the context's 512 per input (too large to process)\n",
   );
 });

@@ -93,7 +93,15 @@ Deno.test({
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-    const server = await startServer(model, ["--parallel", "2", "-c", "2048", "-t", "2"]);
+    const server = await startServer(model, [
+      "--parallel",
+      "2",
+      "-c",
+      "2048",
+      "-t",
+      "2",
+      "--metrics",
+    ]);
     try {
       const complete = async (i: number) => {
         const res = await fetch(`${server.url}/v1/completions`, {

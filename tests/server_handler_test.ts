@@ -105,9 +105,9 @@ Deno.test("handler: CORS only with an origin; body limit; auth; drain refuses ne
   const pre = await api.fetch(
     new Request("http://localhost/v1/chat/completions", { method: "OPTIONS" }),
   );
-  assert.equal(pre.status, 204);
+  assert.equal(pre.status, 200);
   assert.equal(pre.headers.get("access-control-allow-origin"), "https://app.example");
-  assert.match(pre.headers.get("access-control-allow-headers") ?? "", /authorization/);
+  assert.equal(pre.headers.get("access-control-allow-headers"), "*");
   const big = await post(api, "/v1/completions", { prompt: "a".repeat(4096) }, {
     authorization: "Bearer k",
   });

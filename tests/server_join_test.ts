@@ -23,7 +23,15 @@ for (const runtime of ["deno", "bun"] as const) {
     sanitizeResources: false,
     sanitizeOps: false,
     async fn() {
-      const server = await startServer(SMOLLM2_Q4_1, ["--parallel", "2", "-c", "1024", "-t", "2"], {
+      const server = await startServer(SMOLLM2_Q4_1, [
+        "--parallel",
+        "2",
+        "-c",
+        "1024",
+        "-t",
+        "2",
+        "--metrics",
+      ], {
         runtime,
       });
       try {

@@ -31,7 +31,7 @@ const PROMPTS = [2, 5, 12, 30, 60, 110, 180, 260].map((n, p) =>
 
 async function startOn(): Promise<{ server: ServerProcess; name: string }> {
   // One kernel thread: the other core is left to the HTTP thread and the 16 clients of this test.
-  const args = ["--parallel", "4", "-c", "4096", "-t", "1", "--temp", "0"];
+  const args = ["--parallel", "4", "-c", "4096", "-t", "1", "--temp", "0", "--metrics"];
   try {
     return { server: await startServer(SMOLLM2_Q4_1, args), name: "SmolLM2-135M-Instruct.Q4_1" };
   } catch (error) {

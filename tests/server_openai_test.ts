@@ -59,6 +59,7 @@ Deno.test({
       "2",
       "--api-key",
       KEY,
+      "--metrics",
     ]);
     const client = new OpenAI({ baseURL: server.url + "/v1", apiKey: KEY, maxRetries: 0 });
     try {

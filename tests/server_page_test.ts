@@ -164,6 +164,7 @@ Deno.test({
   async fn() {
     // One slot with a short context: each unstopped reply ends within seconds.
     const server = await startServer(smollmQ8(), [
+      "--metrics",
       "--parallel",
       "1",
       "-c",

@@ -18,6 +18,12 @@ import { WorkerBackend } from "../server/worker_backend.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr } from "./io.ts";
 import {
+  checkLlamaServerFlags,
+  LLAMA_SERVER_ALIASES,
+  LLAMA_SERVER_HELP,
+  LLAMA_SERVER_OPTIONS,
+} from "./serve_flags.ts";
+import {
   aliasesOf,
   CHAT_TEMPLATE_GROUP,
   chatTemplateSource,
@@ -70,7 +76,8 @@ Serves a GGUF model over HTTP with OpenAI's API: POST /v1/chat/completions,
 POST /v1/completions (stream: true for server-sent events), GET /v1/models,
 POST /v1/embeddings; llama.cpp's POST /embedding, /tokenize, /detokenize,
 /apply-template and GET /health;
-GET /metrics (Prometheus); a chat page at /. Up to --parallel requests are
+GET /metrics (Prometheus, with --metrics); a chat page at /; llama-server's
+native API (/completion, /infill, /props, /slots; docs/SERVER.md). Up to --parallel requests are
 decoded together in one batch; more wait in a queue (--queue), then 503.
 Request fields dotllm does not implement (tools, response_format other than
 text, grammar, ...) are a 400 naming the field.
@@ -87,7 +94,9 @@ Options:
                            prefill chunks (default 256; >= --parallel)
 ${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
-      --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)
+      --cors ORIGIN        cross-origin requests: * (default: any origin, echoed, with
+                           credentials), localhost (loopback origins), or one ORIGIN;
+                           --cors-origins works too
       --queue N            requests that may wait for a slot before 503 (default ${DEFAULT_QUEUE_LIMIT})
       --body-limit BYTES   largest request body before 413 (default ${DEFAULT_BODY_LIMIT_BYTES})
       --shutdown-timeout S seconds in-flight requests get on SIGINT/SIGTERM (default 30)
@@ -95,6 +104,7 @@ ${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLA
                            default the model's, mean for a decoder that declares none
   Defaults for requests that leave the field out (a request's own fields win):
 ${helpLines(SAMPLING_GROUP.help, SERVE_SAMPLING_HELP)}\
+${LLAMA_SERVER_HELP}\
   -h, --help               this help
 `;
 
@@ -133,9 +143,54 @@ async function startBackend(path: string, options: LoadOptions): Promise<Backend
   }
 }
 
+/** MODEL: the argument, or llama-server's `-m FILE` or `-hf REPO [--hf-file FILE]`. */
+function modelArgument(values: OptionValues, positionals: string[]): string {
+  const given = [...positionals];
+  const m = str(values, "model");
+  if (m !== undefined) given.push(m);
+  const repo = str(values, "hf-repo");
+  const file = str(values, "hf-file");
+  if (file !== undefined && repo === undefined) throw new UsageError("--hf-file needs --hf-repo");
+  if (repo !== undefined) given.push(file === undefined ? repo : `${repo}/${file}`);
+  if (given.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
+  if (given.length > 1) throw new UsageError(`unexpected argument "${given[1]}"`);
+  return given[0];
+}
+
+/**
+ * `--chat-template VALUE`: a built-in's name or a file, else (llama-server:
+ * the flag takes template text) VALUE itself as the Jinja source, when it
+ * does not look like a path (no slash, no `.jinja`).
+ */
+function serveTemplateSource(value: string, fromFile: boolean): string {
+  try {
+    return chatTemplateSource(value);
+  } catch (error) {
+    const notFile = /^cannot read chat template file/.test((error as Error).message);
+    if (fromFile || !notFile || /[\\/]|\.jinja$/.test(value)) throw error;
+    return value;
+  }
+}
+
+/** `--alias a,b` / `--tags x,y` as lists (llama-server: comma-separated). */
+function list(values: OptionValues, flag: string): string[] | undefined {
+  const v = str(values, flag);
+  if (v === undefined) return undefined;
+  const items = v.split(",").map((x) => x.trim()).filter((x) => x !== "");
+  if (items.length === 0) throw new UsageError(`--${flag} needs at least one name`);
+  return items;
+}
+
 async function serve(values: OptionValues, positionals: string[]): Promise<number> {
-  if (positionals.length === 0) throw new UsageError("missing MODEL (a GGUF file)");
-  if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
+  const modelArg = modelArgument(values, positionals);
+  checkLlamaServerFlags(values, (line) => writeStderr(line + "\n"));
+  const ctf = str(values, "chat-template-file");
+  if (ctf !== undefined) {
+    if (values["chat-template"] !== undefined) {
+      throw new UsageError("give --chat-template or --chat-template-file, not both");
+    }
+    values["chat-template"] = ctf;
+  }
   const host = str(values, "host") ?? "127.0.0.1";
   const port = serverNumber(values, "port", { integer: true, min: 0, max: 65535 }) ?? 8080;
   const slots = serverNumber(values, "parallel", { integer: true, min: 1, max: SLOT_COUNT_MAX }) ??
@@ -160,7 +215,8 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   const shutdownS = serverNumber(values, "shutdown-timeout", { min: 0, max: 3600 }) ?? 30;
   const apiKey = str(values, "api-key");
   if (apiKey === "") throw new UsageError("--api-key needs a non-empty key");
-  const cors = str(values, "cors");
+  // llama-server's default: any origin, echoed, with credentials
+  const cors = str(values, "cors") ?? str(values, "cors-origins") ?? "*";
   const sampling = parseSamplingOptions(values);
   const template = parseChatTemplateOptions(values);
   const nPredict = sampling.nPredict ?? SERVE_N_PREDICT_DEFAULT;
@@ -175,13 +231,13 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   }
   const chatTemplate = template.template === undefined
     ? undefined
-    : chatTemplateSource(template.template);
+    : serveTemplateSource(template.template, ctf !== undefined);
 
   const pooling = str(values, "pooling");
   if (pooling !== undefined && !["mean", "cls", "last", "none"].includes(pooling)) {
     throw new UsageError(`--pooling must be one of mean, cls, last, none, got "${pooling}"`);
   }
-  const path = await modelPath(positionals[0]);
+  const path = await modelPath(modelArg);
   const backend = await withFlagNamesAsync(() =>
     startBackend(path, {
       slots,
@@ -200,18 +256,50 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
         "renders ChatML (--chat-template NAME|FILE sets one)\n",
     );
   }
-  const api = new ApiHandler({ backend, apiKey, cors, queueLimit, bodyLimitBytes, defaults });
-  let server;
-  try {
-    server = await listen(api.fetch, { hostname: host, port });
-  } catch (error) {
-    await backend.close();
-    throw new Error(`cannot listen on ${host}:${port}: ${(error as Error).message}`);
+  const api = new ApiHandler({
+    backend,
+    apiKey,
+    cors,
+    corsCredentials: values["no-cors-credentials"] !== true,
+    queueLimit,
+    bodyLimitBytes,
+    defaults,
+    native: {
+      modelPath: path,
+      aliases: list(values, "alias"),
+      tags: list(values, "tags"),
+      metrics: values.metrics === true,
+      slots: values["no-slots"] !== true,
+      propsPost: values.props === true,
+      page: values["no-webui"] !== true && values["no-ui"] !== true,
+      slotSavePath: str(values, "slot-save-path"),
+    },
+  });
+  if (perSlot > backend.info.contextSize) {
+    writeStderr(
+      `dotllm: warning: --ctx-size ${ctx} gives ${perSlot} positions per slot, past the ` +
+        `model's training context: each slot has ${backend.info.contextSize}\n`,
+    );
   }
+  // llama-server: --host a,b listens on each address (the same port)
+  const servers: Awaited<ReturnType<typeof listen>>[] = [];
+  for (const h of host.split(",").map((x) => x.trim()).filter((x) => x !== "")) {
+    try {
+      servers.push(await listen(api.fetch, { hostname: h, port: servers[0]?.port ?? port }));
+    } catch (error) {
+      await Promise.all(servers.map((s) => s.stop()));
+      await backend.close();
+      throw new Error(`cannot listen on ${h}:${port}: ${(error as Error).message}`);
+    }
+  }
+  if (servers.length === 0) throw new UsageError(`--host needs an address, got "${host}"`);
+  const server = { stop: () => Promise.all(servers.map((s) => s.stop())) };
   const i = backend.info;
-  const shown = host.includes(":") ? `[${host}]` : host;
+  const shown = servers.map((s) =>
+    `http://${s.hostname.includes(":") ? `[${s.hostname}]` : s.hostname}:${s.port}`
+  ).join(" and ");
   writeStderr(
-    `dotllm: serving ${i.id} on http://${shown}:${server.port} ` +
+    `dotllm: serving ${i.id} on ${shown} ` +
       `(${i.slotCount} slots × ${i.contextSize} positions, ${model.threads || "all"} threads)\n`,
   );
 
@@ -263,8 +351,9 @@ export const serveCommand: Command = {
   name: "serve",
   summary: "serve a model over HTTP with OpenAI's API (and a chat page)",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  aliases: { ...aliasesOf([CHAT_TEMPLATE_GROUP]), ...LLAMA_SERVER_ALIASES },
   options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP], {
+    ...LLAMA_SERVER_OPTIONS,
     host: { type: "string" },
     port: { type: "string" },
     parallel: { type: "string" },

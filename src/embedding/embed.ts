@@ -40,7 +40,8 @@ export function embedSequences(
     if (s.length === 0) throw new RangeError(`input ${i} is empty (no tokens)`);
     if (s.length > limit) {
       throw new RangeError(
-        `input ${i} has ${s.length} tokens, more than the context's ${limit} per input`,
+        `input ${i} has ${s.length} tokens, more than the context's ${limit} per input ` +
+          "(too large to process)",
       );
     }
     for (let j = 0; j < s.length; j++) {

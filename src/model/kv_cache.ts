@@ -234,6 +234,60 @@ export class KvCache implements ForwardCache {
     this.#lengths[to] = n;
   }
 
+  /**
+   * What slot `slot` holds, for a slot file: its token ids and, per layer,
+   * the K and V rows in use (a ring's rows all, as they are).
+   */
+  exportSlot(slot: number): { tokens: Int32Array; layers: Uint8Array[] } {
+    this.#slot(slot);
+    const n = this.#lengths[slot];
+    const rowBytes = this.#rowBytes;
+    const k = this.#k.bytes(), v = this.#v.bytes();
+    const layers: Uint8Array[] = [];
+    for (let l = 0; l < this.layerRows.length; l++) {
+      const rows = this.layerRows[l];
+      const used = Math.min(n, rows) * rowBytes;
+      const src = this.#layerOffsets[l] + slot * rows * rowBytes;
+      layers.push(k.slice(src, src + used), v.slice(src, src + used));
+    }
+    return { tokens: this.#history[slot].slice(0, n), layers };
+  }
+
+  /** Bytes {@linkcode exportSlot} gives per layer (K, then V) for `n` tokens. */
+  slotLayerBytes(n: number): number[] {
+    const out: number[] = [];
+    for (let l = 0; l < this.layerRows.length; l++) {
+      const b = Math.min(n, this.layerRows[l]) * this.#rowBytes;
+      out.push(b, b);
+    }
+    return out;
+  }
+
+  /**
+   * Puts into slot `slot` what {@linkcode exportSlot} gave (checked to fit
+   * first: nothing changes on a `RangeError`).
+   */
+  importSlot(slot: number, tokens: Int32Array, layers: readonly Uint8Array[]): void {
+    this.#slot(slot);
+    const n = tokens.length;
+    if (n > this.slotRows) {
+      throw new RangeError(`${n} tokens do not fit a slot of ${this.slotRows} positions`);
+    }
+    const want = this.slotLayerBytes(n);
+    if (layers.length !== want.length || layers.some((b, i) => b.byteLength !== want[i])) {
+      throw new RangeError("the K/V rows do not match this cache's layout");
+    }
+    const rowBytes = this.#rowBytes;
+    const k = this.#k.bytes(), v = this.#v.bytes();
+    for (let l = 0; l < this.layerRows.length; l++) {
+      const dst = this.#layerOffsets[l] + slot * this.layerRows[l] * rowBytes;
+      k.set(layers[2 * l], dst);
+      v.set(layers[2 * l + 1], dst);
+    }
+    this.#history[slot].set(tokens);
+    this.#lengths[slot] = n;
+  }
+
   /** Empties slot `slot`, or every slot when none is given. */
   clear(slot?: number): void {
     if (slot === undefined) this.#lengths.fill(0);

@@ -7,8 +7,11 @@
  *
  * @module
  */
+import { readFileSync, writeFileSync } from "node:fs";
 import type { SamplerParams } from "../sampler/mod.ts";
 import type { GrammarTrigger } from "../grammar/mod.ts";
+import { decodeSlotFile, encodeSlotFile } from "./native/slot_file.ts";
+import type { FimTokens } from "./native/infill.ts";
 import type { ChatMessage, ChatRenderer } from "./chat_prompt.ts";
 import { Context } from "../model/mod.ts";
 import type { EmbedInput, EmbedOutput } from "./embeddings.ts";
@@ -33,6 +36,8 @@ export interface ModelInfo {
   kvCacheBytes: number;
   /** What chat rendering needs: the model's template (undefined: ChatML) and special-token texts. */
   chat: ChatTemplateInfo;
+  /** What `/infill` builds its prompt with: the FIM ids, BOS (-1: none added), the batch size. */
+  infill?: { fim: FimTokens; bos: number; batchSize: number };
 }
 
 /** The chat template of a model, as data (the HTTP thread renders it). */
@@ -76,9 +81,20 @@ export interface GenerateInput {
   triggerPrefix?: string;
 }
 
+/** What `/slots/ID?action=` does. */
+export type SlotAction = "save" | "restore" | "erase";
+
+/** What a slot action did: tokens saved, restored or erased, file bytes, time. */
+export interface SlotActionResult {
+  tokens: number;
+  bytes: number;
+  ms: number;
+}
+
 /** The tokenizer calls the backend needs beyond the scheduler's. */
 export interface BackendTokenizer extends SchedulerTokenizer {
   encode(text: string, options: { addSpecial: boolean; parseSpecial: boolean }): number[];
+  pieceBytes(id: number, special?: boolean): Uint8Array;
   decode(ids: ArrayLike<number>): string;
   readonly vocabSize: number;
 }
@@ -91,6 +107,18 @@ export interface Backend {
   tokenize(text: string, addSpecial: boolean, parseSpecial: boolean): Promise<number[]>;
   /** Token ids to text; throws `RangeError` for an id outside the vocabulary. */
   detokenize(tokens: number[]): Promise<string>;
+  /**
+   * Each token's bytes as llama.cpp's `common_token_to_piece` gives them
+   * (special tokens as their text, a byte token as its byte, a leading space
+   * kept); throws `RangeError` for an id outside the vocabulary.
+   */
+  pieces(tokens: number[]): Promise<number[][]>;
+  /**
+   * `/slots/ID?action=save|restore|erase` on an idle slot: a slot file at
+   * `path` (save, restore), checked whole before anything is loaded; the
+   * slot emptied (erase). Rejects with one line.
+   */
+  slotAction(action: SlotAction, slot: number, path?: string): Promise<SlotActionResult>;
   /** Renders a conversation; throws for a template error. */
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string>;
   stats(): Promise<SchedulerStats>;
@@ -263,6 +291,58 @@ export class LocalBackend implements Backend {
     return Promise.resolve(this.#tokenizer.decode(tokens));
   }
 
+  pieces(tokens: number[]): Promise<number[][]> {
+    const V = this.#tokenizer.vocabSize;
+    for (const t of tokens) {
+      if (!Number.isInteger(t) || t < 0 || t >= V) {
+        return Promise.reject(new RangeError(`token id ${t} is outside the vocabulary [0, ${V})`));
+      }
+    }
+    return Promise.resolve(tokens.map((t) => [...this.#tokenizer.pieceBytes(t, true)]));
+  }
+
+  /** The model and cache a slot file must come from (`load.ts` sets it: file name and size). */
+  slotIdentity = "";
+
+  slotAction(action: SlotAction, slot: number, path?: string): Promise<SlotActionResult> {
+    try {
+      const cache = this.#context.cache;
+      if (!Number.isInteger(slot) || slot < 0 || slot >= cache.slotCount) {
+        throw new RangeError(`slot ${slot} is outside [0, ${cache.slotCount})`);
+      }
+      if (this.scheduler.stats().busySlots.includes(slot)) {
+        throw new Error(`slot ${slot} is processing a request`);
+      }
+      const t0 = performance.now();
+      const identity = `${this.slotIdentity}, ${cache.cacheType} cache`;
+      let tokens: number, bytes = 0;
+      if (action === "erase") {
+        tokens = cache.length(slot);
+        cache.truncate(slot, 0);
+      } else if (action === "save") {
+        const data = cache.exportSlot(slot);
+        const file = encodeSlotFile(identity, data);
+        writeFileSync(path!, file);
+        tokens = data.tokens.length;
+        bytes = file.length;
+      } else {
+        let file: Uint8Array;
+        try {
+          file = readFileSync(path!);
+        } catch (error) {
+          throw new Error(`cannot read the slot file: ${(error as Error).message}`);
+        }
+        const data = decodeSlotFile(file, identity, (n) => cache.slotLayerBytes(n));
+        cache.importSlot(slot, data.tokens, data.layers);
+        tokens = data.tokens.length;
+        bytes = file.length;
+      }
+      return Promise.resolve({ tokens, bytes, ms: performance.now() - t0 });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {
     try {
       return Promise.resolve(this.#render(messages, addGenerationPrompt));
@@ -287,10 +367,14 @@ export class LocalBackend implements Backend {
   embed(input: EmbedInput): Promise<EmbedOutput> {
     if (this.#closed) return Promise.reject(new Error("the server is shutting down"));
     const model = this.#context.model;
+    const encode = (text: string, addSpecial: boolean) =>
+      this.#tokenizer.encode(text, { addSpecial, parseSpecial: true });
     const sequences = input.inputs.map((p) =>
       "tokens" in p
         ? p.tokens
-        : this.#tokenizer.encode(p.text, { addSpecial: true, parseSpecial: true })
+        : "text" in p
+        ? encode(p.text, true)
+        : p.mixed.flatMap((x, i) => typeof x === "number" ? [x] : encode(x, i === 0))
     );
     try {
       const context = this.#embeddings ??= new Context(
@@ -310,7 +394,9 @@ export class LocalBackend implements Backend {
         });
       }
       const E = model.config.embeddingLength;
-      const vectors = embedSequences(context, sequences, pooling, input.normalize);
+      // llama-server normalizes only pooled vectors: per-token ones are returned as they are
+      const p = pooling === "none" ? -1 : input.normalize;
+      const vectors = embedSequences(context, sequences, pooling, p);
       return Promise.resolve({
         embeddings: vectors.map((vs) => {
           if (vs.length === 1) return vs[0];

@@ -11,7 +11,11 @@
 import { ApiError } from "./protocol.ts";
 
 /** One input: text (tokenized with BOS/EOS as the model asks) or token ids. */
-export type EmbedPrompt = { text: string } | { tokens: number[] };
+export type EmbedPrompt =
+  | { text: string }
+  | { tokens: number[] }
+  /** llama.cpp's mixed prompt: token ids and text (tokenized, the first with BOS/CLS) in order. */
+  | { mixed: Array<string | number> };
 
 /** An embedding request as the backend takes it (already validated). */
 export interface EmbedInput {
@@ -46,9 +50,44 @@ function isIds(v: unknown): v is number[] {
 }
 
 function prompt(value: unknown, param: string, vocabSize: number): EmbedPrompt {
-  if (typeof value === "string") {
-    if (value.length === 0) throw new ApiError(400, `${param} is an empty string`, param);
-    return { text: value };
+  // llama-server: "" embeds the special tokens alone
+  if (typeof value === "string") return { text: value };
+  // llama-server's object entries: `{ prompt_string }`, `{ content: [text parts] }` (joined)
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const o = value as Record<string, unknown>;
+    const keys = Object.keys(o);
+    if (keys.length === 1 && typeof o.prompt_string === "string") return { text: o.prompt_string };
+    if (keys.length === 1 && Array.isArray(o.content) && o.content.length > 0) {
+      let text = "";
+      for (const [i, part] of o.content.entries()) {
+        if (part?.type !== "text" || typeof part.text !== "string") {
+          throw new ApiError(400, `${param}.content[${i}]: only text parts are supported`, param);
+        }
+        text += part.text;
+      }
+      return { text };
+    }
+    throw new ApiError(
+      400,
+      `${param}: expected { prompt_string } or { content: [text parts] }`,
+      param,
+    );
+  }
+  if (
+    Array.isArray(value) && value.length > 0 &&
+    value.every((x) => typeof x === "string" || typeof x === "number") &&
+    value.some((x) => typeof x === "string") && value.some((x) => typeof x === "number")
+  ) {
+    for (const id of value) {
+      if (typeof id === "number" && (!Number.isInteger(id) || id < 0 || id >= vocabSize)) {
+        throw new ApiError(
+          400,
+          `${param}: token id ${id} is outside the vocabulary [0, ${vocabSize})`,
+          param,
+        );
+      }
+    }
+    return { mixed: value as Array<string | number> };
   }
   if (isIds(value)) {
     for (const id of value) {
@@ -88,7 +127,11 @@ export function parseEmbeddingRequest(
   const value = b[field];
   if (value === undefined) throw new ApiError(400, `"input" is required`, "input");
   let inputs: EmbedPrompt[];
-  if (typeof value === "string" || isIds(value)) inputs = [prompt(value, field, vocabSize)];
+  const single = typeof value === "string" || isIds(value) ||
+    (typeof value === "object" && value !== null && !Array.isArray(value)) ||
+    (Array.isArray(value) && value.some((x) => typeof x === "number") &&
+      value.every((x) => typeof x === "string" || typeof x === "number"));
+  if (single) inputs = [prompt(value, field, vocabSize)];
   else if (Array.isArray(value)) {
     if (value.length === 0) throw new ApiError(400, `${field} is an empty array`, field);
     if (value.length > 2048) throw new ApiError(400, `${field} has more than 2048 entries`, field);

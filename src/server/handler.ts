@@ -18,6 +18,7 @@ import type { Backend, GenerateInput } from "./backend.ts";
 import { Metrics } from "./metrics.ts";
 import { embeddingResponse, parseEmbeddingRequest } from "./embeddings.ts";
 import { CHAT_PAGE, CHAT_PAGE_HEADERS } from "./page.ts";
+import { VERSION } from "../version.ts";
 import {
   ApiError,
   parseChatRequest,
@@ -34,6 +35,22 @@ import { type ChatPlan, planChat, templateOf } from "./chat_prompt.ts";
 import { ChatInputError, ChatTemplateError } from "../chat/mod.ts";
 import { SchemaError } from "../grammar/mod.ts";
 import { ChatOutputStream, type ChunkDelta, type ParsedMessage } from "../tools/mod.ts";
+import {
+  NativeReply,
+  type NativeRequest,
+  nativeToParsed,
+  parseNativeCompletion,
+} from "./native/completion.ts";
+import { infillPrompt, parseInfillRequest } from "./native/infill.ts";
+import {
+  modelId,
+  modelsBody,
+  type NativeOptions,
+  notSupported,
+  postProps,
+  propsBody,
+  slotsBody,
+} from "./native/props.ts";
 
 /** Options of an {@linkcode ApiHandler}. */
 export interface HandlerOptions {
@@ -43,6 +60,12 @@ export interface HandlerOptions {
   /** The origin allowed by CORS (`*` for any); none by default. */
   cors?: string;
   /**
+   * With `cors: "*"`: echo the request's `Origin` and allow credentials
+   * (llama-server's default, `--cors-credentials`). `cors: "localhost"`
+   * echoes only a loopback origin (`http://localhost[:port]`, 127.0.0.1, [::1]).
+   */
+  corsCredentials?: boolean;
+  /**
    * Largest request body; default 1 MiB: a context of a few thousand tokens is
    * tens of kilobytes of text, and the body is held in memory while parsed.
    */
@@ -51,6 +74,19 @@ export interface HandlerOptions {
   queueLimit?: number;
   /** Defaults for fields a request leaves out (sampling, `max_tokens` cap, system message). */
   defaults?: RequestDefaults;
+  /** llama-server's options: aliases, which native endpoints are on, the slot files' folder. */
+  native?: NativeOptions;
+}
+
+/** What a generation's response is built by: OpenAI's shape, or llama-server's native one. */
+interface ResponseBuilder {
+  readonly complete: boolean;
+  readonly doneCount: number;
+  /** The stream ends with `data: [DONE]`. */
+  readonly doneMarker: boolean;
+  add(e: SequenceEvent): void;
+  chunks(e: SequenceEvent): unknown[];
+  whole(): unknown;
 }
 
 /** The default body limit. */
@@ -69,6 +105,13 @@ const ROUTES: Record<string, readonly string[]> = {
   "/chat/completions": ["POST"],
   "/v1/completions": ["POST"],
   "/completions": ["POST"],
+  "/completion": ["POST"],
+  "/infill": ["POST"],
+  "/chat/completions/input_tokens": ["POST"],
+  "/v1/chat/completions/input_tokens": ["POST"],
+  "/props": ["GET", "POST"],
+  "/slots": ["GET"],
+  "/slots/:id": ["POST"],
   "/tokenize": ["POST"],
   "/detokenize": ["POST"],
   "/apply-template": ["POST"],
@@ -76,6 +119,14 @@ const ROUTES: Record<string, readonly string[]> = {
   "/embeddings": ["POST"],
   "/embedding": ["POST"],
 };
+
+/** The ROUTES key of a path (`/slots/3` is `/slots/:id`). */
+function routeKey(path: string): string {
+  return /^\/slots\/[^/]+$/.test(path) ? "/slots/:id" : path;
+}
+
+/** A loopback origin (`cors: "localhost"`). */
+const LOOPBACK_ORIGIN = /^https?:\/\/(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/;
 
 /** Routes open without the API key: the balancer's probe and the page (which asks for the key). */
 const PUBLIC_ROUTES = new Set(["/", "/health", "/v1/health"]);
@@ -110,6 +161,9 @@ function randomId(prefix: string): string {
 
 const encoder = new TextEncoder();
 
+/** llama-server's fingerprint shape (`b<build>-<commit>`), with dotllm's version. */
+const SYSTEM_FINGERPRINT = `b${VERSION}-dotllm`;
+
 /** The HTTP API over a backend. */
 export class ApiHandler {
   readonly backend: Backend;
@@ -117,6 +171,7 @@ export class ApiHandler {
   readonly #options: HandlerOptions;
   readonly #bodyLimit: number;
   readonly #queueLimit: number;
+  readonly #native: NativeOptions;
   #inFlight = 0;
   #draining = false;
   #idle?: () => void;
@@ -126,6 +181,7 @@ export class ApiHandler {
     this.#options = options;
     this.#bodyLimit = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
     this.#queueLimit = options.queueLimit ?? DEFAULT_QUEUE_LIMIT;
+    this.#native = options.native ?? {};
   }
 
   /** Generation requests being answered. */
@@ -143,10 +199,11 @@ export class ApiHandler {
   /** The fetch handler. */
   fetch = async (request: Request): Promise<Response> => {
     const url = new URL(request.url);
-    const route = ROUTES[url.pathname] !== undefined ? url.pathname : "other";
+    const key = routeKey(url.pathname);
+    const route = ROUTES[key] !== undefined ? key : "other";
     let response: Response;
     try {
-      response = await this.#route(request, url.pathname);
+      response = await this.#route(request, key);
     } catch (error) {
       response = this.#error(
         error instanceof ApiError
@@ -155,12 +212,25 @@ export class ApiHandler {
       );
     }
     this.metrics.request(route, response.status);
-    if (this.#options.cors !== undefined) {
-      response.headers.set("access-control-allow-origin", this.#options.cors);
-      if (this.#options.cors !== "*") response.headers.append("vary", "Origin");
+    const allow = this.#allowOrigin(request);
+    if (allow !== undefined) {
+      response.headers.set("access-control-allow-origin", allow);
+      if (allow !== "*") response.headers.append("vary", "Origin");
     }
     return response;
   };
+
+  /** The `Access-Control-Allow-Origin` of a request's response, as llama-server decides it. */
+  #allowOrigin(request: Request): string | undefined {
+    const cors = this.#options.cors;
+    if (cors === undefined) return undefined;
+    const origin = request.headers.get("origin");
+    if (cors === "*" && this.#options.corsCredentials) return origin ?? undefined;
+    if (cors === "localhost") {
+      return origin !== null && LOOPBACK_ORIGIN.test(origin) ? origin : undefined;
+    }
+    return cors;
+  }
 
   #error(error: ApiError, headers: Record<string, string> = {}): Response {
     return Response.json(error.toJSON(), { status: error.status, headers });
@@ -172,11 +242,13 @@ export class ApiHandler {
       throw new ApiError(404, `no route ${request.method} ${path}`, null, "not_found");
     }
     if (request.method === "OPTIONS" && this.#options.cors !== undefined) {
+      // llama-server's preflight answer
       return new Response(null, {
-        status: 204,
+        status: 200,
         headers: {
-          "access-control-allow-methods": methods.join(", ") + ", OPTIONS",
-          "access-control-allow-headers": "authorization, content-type",
+          "access-control-allow-credentials": this.#options.corsCredentials ? "true" : "false",
+          "access-control-allow-methods": "GET, POST, DELETE, OPTIONS",
+          "access-control-allow-headers": "*",
           "access-control-max-age": "600",
         },
       });
@@ -192,7 +264,9 @@ export class ApiHandler {
     }
     const key = this.#options.apiKey;
     if (key !== undefined && !PUBLIC_ROUTES.has(path)) {
-      const auth = request.headers.get("authorization") ?? "";
+      // llama-server also takes the key as `X-Api-Key`
+      const auth = request.headers.get("authorization") ??
+        (request.headers.has("x-api-key") ? `Bearer ${request.headers.get("x-api-key")}` : "");
       if (auth !== `Bearer ${key}`) {
         throw new ApiError(
           401,
@@ -205,34 +279,53 @@ export class ApiHandler {
     }
     switch (path) {
       case "/":
+        if (this.#native.page === false) {
+          throw new ApiError(404, "the page is off (--no-webui)", null, "not_found");
+        }
         return new Response(CHAT_PAGE, { headers: CHAT_PAGE_HEADERS });
       case "/health":
       case "/v1/health":
         return Response.json({ status: "ok" });
       case "/metrics":
+        if (this.#native.metrics === false) {
+          throw notSupported("the /metrics endpoint", "--metrics");
+        }
         return new Response(this.metrics.render(await this.backend.stats(), this.#inFlight), {
-          headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+          headers: {
+            "content-type": "text/plain; version=0.0.4; charset=utf-8",
+            "process-start-time-unix": String(this.backend.info.created),
+          },
         });
       case "/v1/models":
-      case "/models": {
-        const i = this.backend.info;
-        return Response.json({
-          object: "list",
-          data: [{
-            id: i.id,
-            object: "model",
-            created: i.created,
-            owned_by: "dotllm",
-            meta: { n_ctx: i.contextSize, n_vocab: i.vocabSize, n_parallel: i.slotCount },
-          }],
-        });
-      }
+      case "/models":
+        return Response.json(modelsBody(this.backend.info, this.#native));
+      case "/props":
+        if (request.method === "POST") {
+          return Response.json(postProps(this.#native, await this.#json(request)));
+        }
+        return Response.json(
+          propsBody(
+            this.backend.info,
+            this.#native,
+            this.#options.defaults ?? {},
+            this.backend.info.chat.source ?? "",
+          ),
+        );
+      case "/slots":
+        return Response.json(
+          slotsBody(this.backend.info, this.#native, await this.backend.stats()),
+        );
+      case "/slots/:id":
+        return this.#slotAction(request);
       case "/tokenize": {
         const t = parseTokenizeRequest(await this.#json(request));
         const tokens = await this.backend.tokenize(t.content, t.addSpecial, t.parseSpecial);
         if (!t.withPieces) return Response.json({ tokens });
-        const pieces = await Promise.all(tokens.map((id) => this.backend.detokenize([id])));
-        return Response.json({ tokens: tokens.map((id, i) => ({ id, piece: pieces[i] })) });
+        // llama-server: each token's piece as text, or its bytes when they are not UTF-8 alone
+        const pieces = await this.backend.pieces(tokens);
+        return Response.json({
+          tokens: tokens.map((id, i) => ({ id, piece: utf8OrBytes(pieces[i]) })),
+        });
       }
       case "/detokenize": {
         const tokens = parseDetokenizeRequest(await this.#json(request));
@@ -245,8 +338,16 @@ export class ApiHandler {
       case "/apply-template": {
         const body = await this.#json(request) as Record<string, unknown>;
         const messages = withSystem(parseMessages(body?.messages), this.#options.defaults?.system);
+        const agp = body?.add_generation_prompt ?? true;
+        if (typeof agp !== "boolean") {
+          throw new ApiError(
+            400,
+            "add_generation_prompt: expected a boolean",
+            "add_generation_prompt",
+          );
+        }
         try {
-          return Response.json({ prompt: await this.backend.applyTemplate(messages, true) });
+          return Response.json({ prompt: await this.backend.applyTemplate(messages, agp) });
         } catch (error) {
           throw new ApiError(400, `chat template: ${(error as Error).message}`, "messages");
         }
@@ -254,12 +355,95 @@ export class ApiHandler {
       case "/v1/embeddings":
       case "/embeddings":
       case "/embedding":
-        return this.#embed(request, path === "/embedding");
+        // llama-server: /embedding and /embeddings answer in its own shape, /v1/embeddings in OpenAI's
+        return this.#embed(request, path !== "/v1/embeddings");
       case "/v1/chat/completions":
       case "/chat/completions":
         return this.#generate(request, "chat");
+      case "/completion":
+      case "/completions":
+        return this.#completion(request);
+      case "/infill":
+        return this.#infill(request);
+      case "/chat/completions/input_tokens":
+      case "/v1/chat/completions/input_tokens": {
+        // llama-server: the prompt tokens a chat request would have, without generating
+        const info = this.backend.info;
+        const parsed = parseChatRequest(await this.#json(request), this.#options.defaults ?? {}, {
+          maxChoices: info.slotCount,
+          vocabSize: info.vocabSize,
+        });
+        const p = parsed.input.prompt;
+        if (!("messages" in p)) throw new ApiError(400, "messages: missing", "messages");
+        let text: string;
+        try {
+          text = await this.backend.applyTemplate(p.messages, true);
+        } catch (error) {
+          throw new ApiError(400, `chat template: ${(error as Error).message}`, "messages");
+        }
+        return Response.json({
+          input_tokens: (await this.backend.tokenize(text, true, true)).length,
+        });
+      }
       default:
         return this.#generate(request, "completion");
+    }
+  }
+
+  /** `POST /slots/ID?action=save|restore|erase` (llama-server's shapes). */
+  async #slotAction(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    const id = Number(url.pathname.slice("/slots/".length));
+    const n = this.backend.info.slotCount;
+    if (!Number.isInteger(id) || id < 0 || id >= n) {
+      throw new ApiError(400, `id_slot: expected a slot id in [0, ${n})`, "id_slot");
+    }
+    const action = url.searchParams.get("action");
+    if (action !== "save" && action !== "restore" && action !== "erase") {
+      throw new ApiError(400, "action: expected save, restore or erase", "action");
+    }
+    if (this.#native.slots === false) throw notSupported("the /slots endpoint", "--slots");
+    if (action === "erase") {
+      const r = await this.#slotCall(() => this.backend.slotAction("erase", id));
+      return Response.json({ id_slot: id, n_erased: r.tokens });
+    }
+    const dir = this.#native.slotSavePath;
+    if (dir === undefined) throw notSupported(`slot ${action}`, "--slot-save-path DIR");
+    const body = await this.#json(request) as Record<string, unknown> | null;
+    const filename = body?.filename;
+    if (
+      typeof filename !== "string" || filename === "" || filename === "." || filename === ".." ||
+      filename.length > 255 || /[/\\\0]/.test(filename)
+    ) {
+      throw new ApiError(400, "filename: expected a plain file name", "filename", "invalid_value");
+    }
+    const path = dir.replace(/\/+$/, "") + "/" + filename;
+    const r = await this.#slotCall(() => this.backend.slotAction(action, id, path));
+    return Response.json(
+      action === "save"
+        ? {
+          id_slot: id,
+          filename,
+          n_saved: r.tokens,
+          n_written: r.bytes,
+          timings: { save_ms: r.ms },
+        }
+        : {
+          id_slot: id,
+          filename,
+          n_restored: r.tokens,
+          n_read: r.bytes,
+          timings: { restore_ms: r.ms },
+        },
+    );
+  }
+
+  /** A slot action's failure is the client's (a busy slot, a bad file): 400 with its one line. */
+  async #slotCall<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      return await f();
+    } catch (error) {
+      throw new ApiError(400, (error as Error).message.split("\n")[0], null, "invalid_value");
     }
   }
 
@@ -329,7 +513,10 @@ export class ApiHandler {
     try {
       const out = await this.backend.embed(parsed.input);
       if ("error" in out) throw new ApiError(400, out.error, out.param, "invalid_value");
-      this.metrics.promptTokens += out.promptTokens.reduce((a, b) => a + b, 0);
+      const tokens = out.promptTokens.reduce((a, b) => a + b, 0);
+      this.metrics.promptTokens += tokens;
+      this.metrics.embeddingTokens += tokens;
+      this.metrics.embeddingBatches++;
       return Response.json(embeddingResponse(parsed, out, this.backend.info.id));
     } finally {
       this.#inFlight--;
@@ -367,11 +554,7 @@ export class ApiHandler {
   }
 
   async #generate(request: Request, kind: "chat" | "completion"): Promise<Response> {
-    if (this.#draining) {
-      return this.#error(new ApiError(503, "the server is shutting down", null, "unavailable"), {
-        "retry-after": "5",
-      });
-    }
+    if (this.#draining) return this.#shuttingDown();
     const json = await this.#json(request);
     const defaults = this.#options.defaults ?? {};
     const info = this.backend.info;
@@ -380,6 +563,95 @@ export class ApiHandler {
       ? parseChatRequest(json, defaults, limits)
       : parseCompletionRequest(json, defaults, limits);
     const plan = parsed.chat === undefined ? undefined : this.#plan(parsed);
+    const model = parsed.model ?? modelId(info, this.#native);
+    return this.#run(
+      request,
+      parsed,
+      (promptTokens) => new Reply(kind, parsed, promptTokens, model, plan),
+    );
+  }
+
+  #shuttingDown(): Response {
+    return this.#error(new ApiError(503, "the server is shutting down", null, "unavailable"), {
+      "retry-after": "5",
+    });
+  }
+
+  /**
+   * llama-server's `/completion`: each prompt (text, ids, or ids and text)
+   * becomes tokens here (its `prompt` text echoes them), then runs as one
+   * generation; several prompts answer as an array, in order.
+   */
+  async #completion(request: Request, body?: unknown): Promise<Response> {
+    if (this.#draining) return this.#shuttingDown();
+    const req: NativeRequest = parseNativeCompletion(body ?? await this.#json(request));
+    const defaults = this.#options.defaults ?? {};
+    const info = this.backend.info;
+    const limits = { maxChoices: info.slotCount, vocabSize: info.vocabSize };
+    const bias: Array<[number, number | false]> = [...req.biasIds];
+    for (const [text, b] of req.biasStrings) {
+      for (const id of await this.backend.tokenize(text, false, false)) bias.push([id, b]);
+    }
+    if (req.prompts.length > 1 && req.stream) {
+      throw new ApiError(400, "prompt: stream one prompt per request", "prompt");
+    }
+    const model = modelId(info, this.#native);
+    const one = async (p: NativeRequest["prompts"][number], index: number) => {
+      let tokens: number[];
+      if ("tokens" in p) tokens = p.tokens;
+      else if ("text" in p) tokens = await this.backend.tokenize(p.text, true, true);
+      else if ("mixed" in p) {
+        tokens = [];
+        for (const [i, part] of p.mixed.entries()) {
+          if (typeof part === "number") tokens.push(part);
+          else tokens.push(...await this.backend.tokenize(part, i === 0, true));
+        }
+      } else throw new ApiError(400, "prompt: expected text or token ids", "prompt");
+      let text: string;
+      try {
+        text = new TextDecoder().decode(
+          Uint8Array.from((await this.backend.pieces(tokens)).flat()),
+        );
+      } catch (error) {
+        throw new ApiError(400, `prompt: ${(error as Error).message}`, "prompt", "invalid_value");
+      }
+      const parsed = nativeToParsed(req, { tokens }, bias, defaults, limits);
+      return this.#run(
+        request,
+        parsed,
+        (n) => new NativeReply(req, parsed, text, n, model, index),
+      );
+    };
+    if (req.prompts.length === 1) return one(req.prompts[0], 0);
+    const responses = await Promise.all(req.prompts.map(one));
+    const failed = responses.find((r) => r.status !== 200);
+    if (failed !== undefined) return failed;
+    return Response.json(await Promise.all(responses.map((r) => r.json())));
+  }
+
+  /** llama-server's `/infill`: the FIM prompt built as llama.cpp does, then `/completion`. */
+  async #infill(request: Request): Promise<Response> {
+    if (this.#draining) return this.#shuttingDown();
+    const req = parseInfillRequest(await this.#json(request));
+    const info = this.backend.info;
+    if (info.infill === undefined) {
+      throw new ApiError(501, "this backend cannot build infill prompts", null, "not_supported");
+    }
+    const tokens = await infillPrompt(req, {
+      ...info.infill,
+      contextSize: info.contextSize,
+      nPredict: this.#options.defaults?.maxTokens ?? -1,
+      tokenize: (text) => this.backend.tokenize(text, false, false),
+    });
+    return this.#completion(request, { ...req.rest, prompt: tokens });
+  }
+
+  /** Runs one parsed generation request, answered whole or streamed by the builder `make` gives. */
+  async #run(
+    request: Request,
+    parsed: ParsedRequest,
+    make: (promptTokens: number) => ResponseBuilder,
+  ): Promise<Response> {
     const capacity = this.backend.info.slotCount + this.#queueLimit;
     if (this.#inFlight >= capacity) {
       return this.#error(
@@ -411,6 +683,9 @@ export class ApiHandler {
           first.status,
           first.message,
           first.param ?? (first.status === 400 ? "prompt" : null),
+          null,
+          first.errorType,
+          first.extra,
         );
       }
       if (first.type !== "start") throw new ApiError(500, "the backend did not start");
@@ -421,7 +696,7 @@ export class ApiHandler {
         queue.push({ type: "error", status: 499, message: "the client closed the request" });
       };
       request.signal?.addEventListener("abort", abort, { once: true });
-      const reply = new Reply(kind, parsed, first.promptTokens, this.backend.info.id, plan);
+      const reply = make(first.promptTokens);
       if (parsed.stream) return this.#stream(reply, queue, abort, end);
       for (;;) {
         const e = await queue.next();
@@ -442,7 +717,7 @@ export class ApiHandler {
     }
   }
 
-  #stream(reply: Reply, queue: EventQueue, abort: () => void, end: () => void): Response {
+  #stream(reply: ResponseBuilder, queue: EventQueue, abort: () => void, end: () => void): Response {
     const metrics = this.metrics;
     const stream = new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -476,7 +751,7 @@ export class ApiHandler {
                 if (reply.doneCount === 1) metrics.promptTokens += event.promptTokens;
                 metrics.completionTokens += event.completionTokens;
                 if (!reply.complete) continue;
-                out += "data: [DONE]\n\n";
+                if (reply.doneMarker) out += "data: [DONE]\n\n";
                 flush();
                 controller.close();
                 end();
@@ -522,7 +797,8 @@ interface Choice {
 }
 
 /** Builds one request's response (its n choices): the whole object, or its SSE chunks. */
-class Reply {
+class Reply implements ResponseBuilder {
+  readonly doneMarker = true;
   readonly id: string;
   readonly created = Math.floor(Date.now() / 1000);
   readonly model: string;
@@ -536,11 +812,11 @@ class Reply {
     readonly kind: "chat" | "completion",
     readonly request: ParsedRequest,
     readonly promptTokens: number,
-    modelId: string,
+    model: string,
     plan?: ChatPlan,
   ) {
     this.id = randomId(kind === "chat" ? "chatcmpl-" : "cmpl-");
-    this.model = request.model ?? modelId;
+    this.model = model;
     this.choices = Array.from({ length: request.input.n }, () => ({
       text: "",
       tokens: [],
@@ -659,7 +935,7 @@ class Reply {
       object: this.kind === "chat" ? "chat.completion.chunk" : "text_completion",
       created: this.created,
       model: this.model,
-      system_fingerprint: "dotllm",
+      system_fingerprint: SYSTEM_FINGERPRINT,
       choices,
       ...(this.request.includeUsage ? { usage: null } : {}),
       ...extra,
@@ -726,7 +1002,7 @@ class Reply {
       object: this.kind === "chat" ? "chat.completion" : "text_completion",
       created: this.created,
       model: this.model,
-      system_fingerprint: "dotllm",
+      system_fingerprint: SYSTEM_FINGERPRINT,
       choices,
       usage: this.usage,
       timings: this.timings,
@@ -752,6 +1028,15 @@ function chatMessageJson(m: ParsedMessage): Record<string, unknown> {
     }));
   }
   return out;
+}
+
+/** A piece's bytes as text when they are valid UTF-8, else as the byte values (llama-server). */
+function utf8OrBytes(bytes: number[]): string | number[] {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bytes));
+  } catch {
+    return bytes;
+  }
 }
 
 export type { GenerateInput };

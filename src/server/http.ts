@@ -136,10 +136,19 @@ function toRequest(
   });
 }
 
+/**
+ * A header name as most servers spell it (`Access-Control-Allow-Origin`):
+ * names are case-insensitive, but some clients look them up in a plain map
+ * (llama.cpp's test suite does).
+ */
+function canonical(name: string): string {
+  return name.replace(/(^|-)([a-z])/g, (_, dash, c) => dash + c.toUpperCase());
+}
+
 /** Writes `response` to `res`; stops (and cancels the body) when the client goes away. */
 async function send(response: Response, res: ServerResponse, closed: AbortSignal): Promise<void> {
   for (const [name, value] of response.headers) {
-    if (name !== "set-cookie") res.setHeader(name, value);
+    if (name !== "set-cookie") res.setHeader(canonical(name), value);
   }
   const cookies = response.headers.getSetCookie();
   if (cookies.length > 0) res.setHeader("set-cookie", cookies);

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { statSync } from "node:fs";
 import { basename } from "node:path";
 import { prepareLibrary } from "../native/locate.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
@@ -11,6 +12,7 @@ import type { LlmOptions } from "../llm/mod.ts";
 import { probeBatchInvariance } from "../generation/mod.ts";
 import { Context, Model } from "../model/mod.ts";
 import { LocalBackend } from "./backend.ts";
+import { fimTokens } from "./native/infill.ts";
 import type { ChatRenderer } from "./chat_prompt.ts";
 import type { ChatTemplateInfo } from "./backend.ts";
 
@@ -57,7 +59,10 @@ export async function loadBackend(
   try {
     context = new Context(model, {
       slots: options.slots,
-      contextSize: options.contextSize || undefined,
+      // llama-server runs past the training context (with a warning); here a slot keeps to it
+      contextSize: options.contextSize
+        ? Math.min(options.contextSize, model.config.contextLength)
+        : undefined,
       threads: options.threads,
       cacheType: options.cacheType,
       batchSize: Math.max(options.stepTokens ?? 256, options.slots),
@@ -100,6 +105,11 @@ export async function loadBackend(
         vocabSize: model.config.vocabSize,
         kvCacheBytes: context.memory.kvCacheBytes,
         chat,
+        infill: {
+          fim: fimTokens(model.gguf.metadata, tokenizer.vocab.tokens),
+          bos: tokenizer.addBos ? tokenizer.bos : -1,
+          batchSize: context.batchSize,
+        },
       },
       context,
       backendTokenizer,
@@ -112,6 +122,7 @@ export async function loadBackend(
       options.inbox,
     );
     backend.embeddingPooling = options.pooling;
+    backend.slotIdentity = `${basename(path)} (${statSync(path).size} bytes)`;
     return backend;
   } catch (error) {
     context.close();

@@ -20,11 +20,95 @@ export class Metrics {
   readonly #requests = new Map<string, number>();
   promptTokens = 0;
   completionTokens = 0;
+  /** Tokens embedded (they count as llama.cpp's prompt tokens), and the batches that ran them. */
+  embeddingTokens = 0;
+  embeddingBatches = 0;
 
   /** Counts one answered request. */
   request(route: string, status: number): void {
     const key = `route="${route}",status="${status}"`;
     this.#requests.set(key, (this.#requests.get(key) ?? 0) + 1);
+  }
+
+  /** Most KV positions seen in use at once (llama.cpp's `n_tokens_max`). */
+  #tokensMax = 0;
+
+  /**
+   * llama-server's metrics, under its names and with its meaning: prompt
+   * tokens are the ones computed (cached ones apart), predicted tokens are
+   * generated ones, the rates are per second of prefill or decode, and
+   * there is no speculative decoding (its counters stay 0).
+   */
+  #llamaCpp(
+    s: SchedulerStats,
+    metric: (name: string, type: string, help: string, lines: string[]) => void,
+  ): void {
+    this.#tokensMax = Math.max(this.#tokensMax, s.kvUsedTokens);
+    const m = (name: string, type: string, help: string, value: number) =>
+      metric(`llamacpp:${name}`, type, help, [`llamacpp:${name} ${value}`]);
+    const computed = s.promptTokensTotal - s.cachedTokensTotal + this.embeddingTokens;
+    m("prompt_tokens_total", "counter", "Number of prompt tokens processed.", computed);
+    m(
+      "prompt_tokens_cached_total",
+      "counter",
+      "Number of prompt tokens reused from a slot's cache.",
+      s.cachedTokensTotal,
+    );
+    m("prompt_seconds_total", "counter", "Prompt process time.", s.prefillMsTotal / 1000);
+    m(
+      "tokens_predicted_total",
+      "counter",
+      "Number of generation tokens processed.",
+      s.generatedTokensTotal,
+    );
+    m(
+      "tokens_predicted_seconds_total",
+      "counter",
+      "Predict process time.",
+      s.decodeMsTotal / 1000,
+    );
+    m(
+      "n_decode_total",
+      "counter",
+      "Total number of llama_decode() calls.",
+      s.stepsTotal + this.embeddingBatches,
+    );
+    m("n_tokens_max", "counter", "Largest observed n_tokens.", this.#tokensMax);
+    for (
+      const [name, help] of [
+        ["spec_decode_num_draft_tokens_total", "Draft tokens (no speculative decoding: 0)."],
+        ["spec_decode_num_accepted_tokens_total", "Accepted draft tokens (no drafts: 0)."],
+        ["spec_decode_num_drafts_total", "Drafts made (no speculative decoding: 0)."],
+      ]
+    ) m(name, "counter", help, 0);
+    const rate = (n: number, ms: number) => (ms > 0 ? n / (ms / 1000) : 0);
+    m(
+      "prompt_tokens_seconds",
+      "gauge",
+      "Average prompt throughput in tokens/s.",
+      rate(computed, s.prefillMsTotal),
+    );
+    m(
+      "predicted_tokens_seconds",
+      "gauge",
+      "Average generation throughput in tokens/s.",
+      rate(s.generatedTokensTotal, s.decodeMsTotal),
+    );
+    m("requests_processing", "gauge", "Number of requests processing.", s.slotsBusy);
+    m("requests_deferred", "gauge", "Number of requests deferred.", s.queueDepth);
+    m(
+      "n_busy_slots_per_decode",
+      "gauge",
+      "Average number of busy slots per llama_decode() call.",
+      s.stepsTotal > 0 ? s.generatedTokensTotal / s.stepsTotal : 0,
+    );
+    m(
+      "kv_cache_usage_ratio",
+      "gauge",
+      "KV-cache usage. 1 means 100 percent usage.",
+      s.kvUsedTokens / s.kvTotalTokens,
+    );
+    m("kv_cache_tokens", "gauge", "KV-cache tokens.", s.kvUsedTokens);
   }
 
   /** Prometheus text format 0.0.4; `inFlight` = generation requests being answered. */
@@ -92,6 +176,7 @@ export class Metrics {
       metric("dotllm_decode_steps_total", "counter", "Batches the scheduler ran.", [
         `dotllm_decode_steps_total ${s.stepsTotal}`,
       ]);
+      this.#llamaCpp(s, metric);
     }
     return out.join("\n") + "\n";
   }

@@ -38,6 +38,8 @@ export class ApiError extends Error {
     readonly param: string | null = null,
     readonly code: string | null = null,
     readonly type: string = status >= 500 ? "server_error" : "invalid_request_error",
+    /** More fields of the error object (llama-server's `n_prompt_tokens`, `n_ctx`). */
+    readonly extra: Record<string, unknown> = {},
   ) {
     super(message);
     this.name = "ApiError";
@@ -48,7 +50,13 @@ export class ApiError extends Error {
     error: { message: string; type: string; param: string | null; code: string | null };
   } {
     return {
-      error: { message: this.message, type: this.type, param: this.param, code: this.code },
+      error: {
+        message: this.message,
+        type: this.type,
+        param: this.param,
+        code: this.code,
+        ...this.extra,
+      },
     };
   }
 }
@@ -94,6 +102,7 @@ export const REQUEST_FIELDS: Readonly<
     stream: "implemented",
     stream_options: "implemented",
     max_tokens: "implemented",
+    n_predict: "implemented",
     n: "implemented",
     temperature: "implemented",
     top_p: "implemented",
@@ -394,8 +403,12 @@ function common(
   }
   // Absent: the server's `-n` (its default and cap), else -1: until an end-of-generation
   // token or the end of the slot's context.
+  // llama-server's `n_predict` works on every endpoint (-1: no limit but the cap)
+  const nPredict = optInteger(body, "n_predict", -1, 2 ** 31 - 1);
+  if (nPredict === 0) bad("n_predict", "0 generates nothing: give -1 (no limit) or a count >= 1");
   const asked = optInteger(body, "max_completion_tokens", 1, 2 ** 31 - 1) ??
-    optInteger(body, "max_tokens", 1, 2 ** 31 - 1);
+    optInteger(body, "max_tokens", 1, 2 ** 31 - 1) ??
+    (nPredict !== undefined && nPredict > 0 ? nPredict : undefined);
   const cap = defaults.maxTokens;
   const maxTokens = cap === undefined ? asked ?? -1 : Math.min(asked ?? cap, cap);
   const sampling: Partial<SamplerParams> = {};
@@ -445,7 +458,11 @@ function body(value: unknown): Record<string, unknown> {
   return value;
 }
 
-/** The text of a message's `content`: a string or an array of `{ type: "text", text }` parts. */
+/**
+ * The text of a message's `content`: a string or an array of
+ * `{ type: "text", text }` parts, joined by a newline as llama.cpp joins
+ * them (`concat_content_parts` of its `common/chat.cpp`).
+ */
 function messageContent(v: unknown, at: string): string {
   if (typeof v === "string") return v;
   if (v === null || v === undefined) return "";
@@ -455,7 +472,7 @@ function messageContent(v: unknown, at: string): string {
       if (!isObject(part) || part.type !== "text" || typeof part.text !== "string") {
         bad(`${at}[${i}]`, "only text content parts are supported");
       }
-      text += part.text;
+      text += (text === "" ? "" : "\n") + part.text;
     }
     return text;
   }

@@ -117,13 +117,34 @@ export type SequenceEvent =
     cachedTokens: number;
     completionTokens: number;
     timings: SequenceTimings;
+    /**
+     * llama.cpp's `stop_type`: an end-of-generation token (`eos`), a stop
+     * string (`word`), or a limit (`limit`: `max_tokens`, or the slot's
+     * context, then `truncated`).
+     */
+    stopType: "eos" | "word" | "limit";
+    /** The slot's context ended the choice. */
+    truncated: boolean;
+    /** The slot the choice ran on. */
+    slot: number;
   }
-  | { type: "error"; status: number; message: string; param?: string };
+  | {
+    type: "error";
+    status: number;
+    message: string;
+    param?: string;
+    /** The error JSON's `type` when not the status's default (llama.cpp's `exceed_context_size_error`). */
+    errorType?: string;
+    /** More fields of the error JSON (llama-server's `n_prompt_tokens` and `n_ctx`). */
+    extra?: Record<string, number>;
+  };
 
 /** Cumulative counters of a scheduler. */
 export interface SchedulerStats {
   slotCount: number;
   slotsBusy: number;
+  /** The slots a choice runs on, ascending. */
+  busySlots: number[];
   queueDepth: number;
   /** Positions holding tokens, over all slots. */
   kvUsedTokens: number;
@@ -215,9 +236,16 @@ export class Scheduler {
     const ctx = this.context.contextSize, V = this.context.model.config.vocabSize;
     // A reply needs room for a token: the server refuses a prompt that fills the context.
     if (n >= ctx) {
-      return fail(
-        `the prompt is ${n} tokens; the context holds ${ctx} per slot (raise the server's context size)`,
-      );
+      emit({
+        type: "error",
+        status: 400,
+        message: `the request exceeds the available context size: the prompt is ${n} tokens; ` +
+          `the context holds ${ctx} per slot (raise the server's context size)`,
+        param: "prompt",
+        errorType: "exceed_context_size_error",
+        extra: { n_prompt_tokens: n, n_ctx: ctx },
+      });
+      return id;
     }
     try {
       this.driver.checkPrompt(prompt);
@@ -287,7 +315,8 @@ export class Scheduler {
     return new Sequence(this.#tokenizer, {
       sampler,
       maxTokens: p.maxTokens,
-      capacity: this.context.contextSize - p.prompt.length + 1,
+      // as llama-server: prompt and reply together fill the slot's context at most
+      capacity: this.context.contextSize - p.prompt.length,
       stop: p.stop,
       ignoreEos: p.ignoreEos,
       logprobs: top >= 0,
@@ -379,6 +408,13 @@ export class Scheduler {
       promptTokens: request.params.prompt.length,
       cachedTokens: request.jobs[0].reused,
       completionTokens: sequence.tokenCount,
+      stopType: sequence.finishReason !== "stop"
+        ? "limit"
+        : sequence.stoppedByString
+        ? "word"
+        : "eos",
+      truncated: sequence.finishReason === "context",
+      slot: job.slot,
       timings: {
         queueMs: request.admittedAt - request.submittedAt,
         prefillMs: first - request.admittedAt,
@@ -394,7 +430,13 @@ export class Scheduler {
     let used = 0;
     for (let s = 0; s < cache.slotCount; s++) used += cache.length(s);
     const d = this.driver.stats();
+    const busySlots: number[] = [];
+    for (const r of this.#byId.values()) {
+      for (const job of r.jobs) if (!job.done) busySlots.push(job.slot);
+    }
+    busySlots.sort((a, b) => a - b);
     return {
+      busySlots,
       slotCount: cache.slotCount,
       slotsBusy: cache.slotCount - this.driver.freeSlots,
       queueDepth: this.#queue.length,

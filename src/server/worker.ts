@@ -18,6 +18,14 @@ export type WorkerRequest =
   | { op: "cancel"; id: number }
   | { op: "tokenize"; id: number; text: string; addSpecial: boolean; parseSpecial: boolean }
   | { op: "detokenize"; id: number; tokens: number[] }
+  | { op: "pieces"; id: number; tokens: number[] }
+  | {
+    op: "slot";
+    id: number;
+    action: import("./backend.ts").SlotAction;
+    slot: number;
+    path?: string;
+  }
   | { op: "stats"; id: number }
   | { op: "embed"; id: number; input: import("./embeddings.ts").EmbedInput }
   | { op: "close"; id: number };
@@ -83,6 +91,10 @@ scope.onmessage = async (e: MessageEvent<WorkerRequest>) => {
       return reply(m.id, b.tokenize(m.text, m.addSpecial, m.parseSpecial));
     case "detokenize":
       return reply(m.id, b.detokenize(m.tokens));
+    case "slot":
+      return reply(m.id, b.slotAction(m.action, m.slot, m.path));
+    case "pieces":
+      return reply(m.id, b.pieces(m.tokens));
     case "stats":
       return reply(m.id, b.stats());
     case "embed":

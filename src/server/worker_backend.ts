@@ -6,7 +6,7 @@
  * @module
  */
 import type { EmbedInput, EmbedOutput } from "./embeddings.ts";
-import type { Backend, GenerateInput, ModelInfo } from "./backend.ts";
+import type { Backend, GenerateInput, ModelInfo, SlotAction, SlotActionResult } from "./backend.ts";
 import { type ChatMessage, type ChatRenderer, chatRenderer } from "./chat_prompt.ts";
 import type { LoadOptions } from "./load.ts";
 import type { SchedulerStats, SequenceEvent } from "./scheduler.ts";
@@ -127,6 +127,14 @@ export class WorkerBackend implements Backend {
 
   detokenize(tokens: number[]): Promise<string> {
     return this.#call({ op: "detokenize", tokens });
+  }
+
+  slotAction(action: SlotAction, slot: number, path?: string): Promise<SlotActionResult> {
+    return this.#call({ op: "slot", action, slot, path });
+  }
+
+  pieces(tokens: number[]): Promise<number[][]> {
+    return this.#call({ op: "pieces", tokens });
   }
 
   applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {
