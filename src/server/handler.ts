@@ -921,9 +921,11 @@ class Reply implements ResponseBuilder {
     first: boolean,
   ) {
     if (this.kind === "chat") {
-      const delta: Record<string, string> = {};
+      const delta: Record<string, string | null> = {};
       if (first) delta.role = "assistant";
-      if (text !== "" || first) delta.content = text;
+      // llama-server's first chunk: the role, and `content: null`
+      if (first) delta.content = null;
+      else if (text !== "") delta.content = text;
       return { index, delta, logprobs, finish_reason: finish };
     }
     return { index, text, logprobs, finish_reason: finish };
