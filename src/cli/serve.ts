@@ -225,6 +225,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
     seed: sampling.seed,
     maxTokens: nPredict < 0 ? undefined : nPredict,
     system: template.system,
+    ...reasoningDefaults(values),
   };
   for (const k of Object.keys(defaults) as (keyof RequestDefaults)[]) {
     if (defaults[k] === undefined) delete defaults[k];
@@ -372,3 +373,28 @@ export const serveCommand: Command = {
     return serve(values, positionals);
   },
 };
+
+/**
+ * llama-server's `--reasoning-format none|auto|deepseek|deepseek-legacy`
+ * (how replies return reasoning unless a request says) and `--reasoning
+ * on|off|auto` (`enable_thinking` unless a request's template kwargs say).
+ */
+function reasoningDefaults(values: OptionValues): Pick<
+  RequestDefaults,
+  "reasoningFormat" | "enableThinking"
+> {
+  const format = str(values, "reasoning-format");
+  if (format !== undefined && !["none", "auto", "deepseek", "deepseek-legacy"].includes(format)) {
+    throw new UsageError(
+      `--reasoning-format must be one of none, auto, deepseek, deepseek-legacy, got "${format}"`,
+    );
+  }
+  const on = str(values, "reasoning");
+  if (on !== undefined && !["on", "off", "auto"].includes(on)) {
+    throw new UsageError(`--reasoning must be one of on, off, auto, got "${on}"`);
+  }
+  return {
+    reasoningFormat: format,
+    enableThinking: on === "on" ? true : on === "off" ? false : undefined,
+  };
+}

@@ -122,8 +122,6 @@ const NO_EFFECT: Readonly<Record<string, string>> = {
   "no-warmup": "there is no warm-up run",
   "swa-full": "sliding-window layers keep the window they need",
   "no-mmproj": "there is no multimodal projector",
-  "reasoning-format": "replies are returned as generated",
-  reasoning: "replies are returned as generated",
   "reasoning-budget": "reasoning is not budgeted",
   "cache-ram": "prompts are cached in the slots only",
   "no-cache-idle-slots": "prompts are cached in the slots only",

@@ -21,14 +21,13 @@ import { CHAT_PAGE, CHAT_PAGE_HEADERS } from "./page.ts";
 import { VERSION } from "../version.ts";
 import {
   ApiError,
+  parseApplyTemplateRequest,
   parseChatRequest,
   parseCompletionRequest,
   parseDetokenizeRequest,
   type ParsedRequest,
-  parseMessages,
   parseTokenizeRequest,
   type RequestDefaults,
-  withSystem,
 } from "./protocol.ts";
 import type { SequenceEvent, TokenLogprob } from "./scheduler.ts";
 import { type ChatPlan, planChat, templateOf } from "./chat_prompt.ts";
@@ -336,18 +335,21 @@ export class ApiHandler {
         }
       }
       case "/apply-template": {
-        const body = await this.#json(request) as Record<string, unknown>;
-        const messages = withSystem(parseMessages(body?.messages), this.#options.defaults?.system);
-        const agp = body?.add_generation_prompt ?? true;
-        if (typeof agp !== "boolean") {
-          throw new ApiError(
-            400,
-            "add_generation_prompt: expected a boolean",
-            "add_generation_prompt",
-          );
-        }
+        // As a chat request renders it: tools, template kwargs, reasoning, the server's defaults.
+        const body = await this.#json(request);
+        const { chat, addGenerationPrompt } = parseApplyTemplateRequest(
+          body,
+          this.#options.defaults ?? {},
+        );
         try {
-          return Response.json({ prompt: await this.backend.applyTemplate(messages, agp) });
+          const prompt = templateOf(this.backend.info.chat).render(chat.messages, {
+            addGenerationPrompt,
+            tools: chat.tools,
+            chatTemplateKwargs: chat.chatTemplateKwargs,
+            enableThinking: chat.enableThinking,
+            reasoningEffort: chat.reasoningEffort,
+          });
+          return Response.json({ prompt });
         } catch (error) {
           throw new ApiError(400, `chat template: ${(error as Error).message}`, "messages");
         }
@@ -373,14 +375,7 @@ export class ApiHandler {
           maxChoices: info.slotCount,
           vocabSize: info.vocabSize,
         });
-        const p = parsed.input.prompt;
-        if (!("messages" in p)) throw new ApiError(400, "messages: missing", "messages");
-        let text: string;
-        try {
-          text = await this.backend.applyTemplate(p.messages, true);
-        } catch (error) {
-          throw new ApiError(400, `chat template: ${(error as Error).message}`, "messages");
-        }
+        const text = this.#plan(parsed).prompt; // with the request's tools and kwargs
         return Response.json({
           input_tokens: (await this.backend.tokenize(text, true, true)).length,
         });

@@ -70,6 +70,8 @@ export type RequestDefaults = Partial<SamplerParams> & {
   system?: string;
   /** `--reasoning-format`: how chat replies return reasoning unless a request says. */
   reasoningFormat?: string;
+  /** `--reasoning on|off`: the templates' `enable_thinking` unless a request says. */
+  enableThinking?: boolean;
 };
 
 /** What a request may ask for, from the loaded model and the server's slots. */
@@ -530,7 +532,7 @@ function parseChatFields(
   messages: ChatMessage[],
   defaults: RequestDefaults,
 ): ChatRequestInput {
-  const chat: ChatRequestInput = { messages };
+  const chat: ChatRequestInput = { messages, enableThinking: defaults.enableThinking };
   try {
     if (b.tools !== undefined && b.tools !== null) {
       chat.tools = checkTools(b.tools);
@@ -578,6 +580,21 @@ function parseChatFields(
     chat.reasoningFormat = rf === "deepseek-legacy" ? "deepseek" : rf as ReasoningFormat;
   }
   return chat;
+}
+
+/**
+ * `POST /apply-template` (llama-server): `messages` with the chat fields
+ * that change the rendering (`tools`, `chat_template_kwargs`,
+ * `reasoning_effort`) and `add_generation_prompt` (default true).
+ */
+export function parseApplyTemplateRequest(
+  value: unknown,
+  defaults: RequestDefaults,
+): { chat: ChatRequestInput; addGenerationPrompt: boolean } {
+  const b = body(value);
+  const messages = withSystem(chatMessages(b.messages), defaults.system);
+  const addGenerationPrompt = optBoolean(b, "add_generation_prompt") ?? true;
+  return { chat: parseChatFields(b, messages, defaults), addGenerationPrompt };
 }
 
 /** `POST /v1/chat/completions`. */
