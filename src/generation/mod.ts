@@ -39,12 +39,20 @@ export {
 } from "./sequence.ts";
 export {
   type Drafter,
+  draftLimit,
+  type DraftLoadOptions,
   DraftModel,
   type DraftModelOptions,
   type DraftVocab,
   draftVocabMismatch,
   NgramSimple,
   type NgramSimpleOptions,
+  openSpeculation,
+  type Speculation,
+  SPECULATION_TYPES,
+  type SpeculationConfig,
   type SpeculationOptions,
+  type SpeculationType,
+  speculationType,
 } from "./speculative.ts";
 export { StopMatcher } from "./stop.ts";

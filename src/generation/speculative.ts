@@ -42,9 +42,12 @@
  * @module
  */
 import { Batch } from "../model/batch.ts";
-import type { Context } from "../model/context.ts";
+import { Context } from "../model/context.ts";
+import { Model } from "../model/model.ts";
+import { Tokenizer } from "../tokenizer/tokenizer.ts";
 import type { Vocab } from "../tokenizer/vocab.ts";
 import { argmax } from "../sampler/sampler.ts";
+import { probeVerifyTokens } from "./invariance.ts";
 
 /** Proposes tokens to follow a sequence; the target model verifies them. */
 export interface Drafter {
@@ -235,4 +238,135 @@ function probabilityOf(logits: Float32Array, id: number): number {
   let sum = 0;
   for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i] - top);
   return 1 / sum;
+}
+
+/** The kinds of drafting dotllm has (llama.cpp's `--spec-type` names). */
+export const SPECULATION_TYPES = ["draft-simple", "ngram-simple"] as const;
+/** A kind of drafting. */
+export type SpeculationType = typeof SPECULATION_TYPES[number];
+
+/** How a model speculates: the one options type of the library, `run` and `serve`. */
+export interface SpeculationConfig {
+  /** Default: `draft-simple` with a `draftModel`, else `ngram-simple`. */
+  type?: SpeculationType;
+  /** The draft model's GGUF file (`-md`); needed by `draft-simple`. */
+  draftModel?: string;
+  /** Most tokens a draft model drafts per step (`--spec-draft-n-max`); default 3, llama.cpp's. */
+  draftMax?: number;
+  /** Fewer drafted tokens are not verified (`--spec-draft-n-min`); default 0. */
+  draftMin?: number;
+  /** A draft token below this draft probability ends the draft (`--spec-draft-p-min`); default 0. */
+  pMin?: number;
+  /** `--spec-ngram-simple-size-n` (default 12). */
+  ngramSizeN?: number;
+  /** `--spec-ngram-simple-size-m` (default 48): the most tokens an n-gram match drafts. */
+  ngramSizeM?: number;
+}
+
+/** The drafting kind `config` asks for. */
+export function speculationType(config: SpeculationConfig): SpeculationType {
+  const type = config.type ?? (config.draftModel !== undefined ? "draft-simple" : "ngram-simple");
+  if (!SPECULATION_TYPES.includes(type)) {
+    throw new RangeError(
+      `speculation type must be one of ${SPECULATION_TYPES.join(", ")}, got "${type}"`,
+    );
+  }
+  return type;
+}
+
+/**
+ * Most tokens drafted per sequence and step under `config`: the draft
+ * model's `draftMax`, or the n-gram's `sizeM` (llama.cpp's limits). A
+ * context that verifies them wants `1 + draftLimit` logits rows per sequence.
+ */
+export function draftLimit(config: SpeculationConfig): number {
+  const type = speculationType(config);
+  if (type === "ngram-simple") {
+    return sizeIn("ngram-simple size m", config.ngramSizeM ?? 48, 1, 1024);
+  }
+  return sizeIn("draft n-max", config.draftMax ?? 3, 0, 1024);
+}
+
+/** How the draft model loads: the target's model options. */
+export interface DraftLoadOptions {
+  /** Kernel threads of the draft context; 0 = every CPU. */
+  threads?: number;
+  /** Repack matmul weights at load (`Model.load`'s `repack`). */
+  repack?: boolean;
+}
+
+/** Speculation set up for one context: the driver's options and what to close. */
+export interface Speculation {
+  readonly options: SpeculationOptions;
+  /** Summary line: the kind and its sizes. */
+  readonly description: string;
+  /** Frees the draft model, if any. */
+  close(): void;
+}
+
+/**
+ * Sets up `config` for `target` (its tokenizer's vocabulary `vocab`): the
+ * drafter (a draft model, checked with llama.cpp's rule,
+ * {@linkcode draftVocabMismatch}, on a context of the target's slots and
+ * size), and how many tokens a step may verify (`probeVerifyTokens`;
+ * empties slot 0). Throws `RangeError` for a bad size, the loader's error
+ * for a bad file and `Error` for a draft model that cannot draft for this one.
+ */
+export function openSpeculation(
+  target: Context,
+  vocab: DraftVocab,
+  config: SpeculationConfig,
+  load: DraftLoadOptions = {},
+): Speculation {
+  const type = speculationType(config);
+  const draftMax = draftLimit(config);
+  const draftMin = config.draftMin ?? 0;
+  if (!Number.isInteger(draftMin) || draftMin < 0) {
+    throw new RangeError(`draft n-min must be an integer >= 0, got ${draftMin}`);
+  }
+  const verifyTokens = probeVerifyTokens(target, 1 + draftMax);
+  if (type === "ngram-simple") {
+    if (config.draftModel !== undefined) {
+      throw new RangeError("speculation type ngram-simple takes no draft model");
+    }
+    const drafter = new NgramSimple({ sizeN: config.ngramSizeN, sizeM: config.ngramSizeM });
+    return {
+      options: { drafter, draftMax, draftMin, verifyTokens },
+      description:
+        `ngram-simple (n ${drafter.sizeN}, m ${drafter.sizeM}), verify <= ${verifyTokens}`,
+      close() {},
+    };
+  }
+  if (config.draftModel === undefined) {
+    throw new RangeError("speculation type draft-simple needs a draft model");
+  }
+  const pMin = config.pMin ?? 0;
+  if (!(pMin >= 0 && pMin <= 1)) throw new RangeError(`draft p-min must be in [0, 1], got ${pMin}`);
+  const draft = Model.load(config.draftModel, { repack: load.repack });
+  try {
+    const why = draftVocabMismatch(vocab, Tokenizer.fromGguf(draft.gguf).vocab);
+    if (why !== undefined) {
+      throw new Error(
+        `draft model "${config.draftModel}" cannot draft for this model: ${why} (llama.cpp's vocabulary rule)`,
+      );
+    }
+    const context = new Context(draft, {
+      slots: target.cache.slotCount,
+      contextSize: Math.min(target.contextSize, draft.config.contextLength),
+      threads: load.threads,
+    });
+    const drafter = new DraftModel(context, { pMin });
+    return {
+      options: { drafter, draftMax, draftMin, verifyTokens },
+      description: `draft-simple "${config.draftModel}" (n-max ${draftMax}, n-min ${draftMin}, ` +
+        `p-min ${pMin}), verify <= ${verifyTokens}`,
+      close() {
+        context.close();
+        draft.close();
+      },
+    };
+  } catch (error) {
+    draft.close();
+    throw error;
+  }
 }
