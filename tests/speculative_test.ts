@@ -6,8 +6,9 @@
  * for seed, with a grammar and a logit bias; a chi-square test on 2,000
  * samples finds the sampled distribution unchanged (and tells a colder
  * temperature apart); a sliding-window model (Gemma 3) past its window
- * rewinds its ring; a draft model of another vocabulary is refused with
- * llama.cpp's rule, in one line.
+ * rewinds its ring; `dotllm serve --parallel 2` answers concurrent requests
+ * as without speculation; a draft model of another vocabulary is refused
+ * with llama.cpp's rule, in one line.
  */
 import assert from "node:assert/strict";
 import {
@@ -26,6 +27,7 @@ import { Tokenizer } from "../src/tokenizer/mod.ts";
 import { ensureGemma } from "./_gemma.ts";
 import { ladderFile } from "./_quant_ladder.ts";
 import { runCli } from "./_run_cli.ts";
+import { startServer } from "./_server.ts";
 import { testdata } from "./_testdata.ts";
 
 const SMOLLM2 = testdata("models", "SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -426,5 +428,71 @@ Deno.test({
       ok.stderr,
       /speculation: draft-simple ".*" \(n-max 3, n-min 0, p-min 0\), verify <= \d+; drafted \d+, accepted \d+/,
     );
+  },
+});
+
+Deno.test({
+  name:
+    "serve --parallel 2 with speculation: concurrent requests get the tokens of a server without it; timings and /metrics count drafts",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const prompts = [PROMPTS[3], PROMPTS[6], PROMPTS[7], PROMPTS[8], PROMPTS[11], PROMPTS[20]];
+    const complete = async (url: string, prompt: string) => {
+      const response = await fetch(`${url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ prompt, max_tokens: 32, temperature: 0 }),
+      });
+      assert.equal(response.status, 200);
+      return await response.json();
+    };
+    const common = ["--parallel", "2", "-t", "2", "-c", "2048"];
+    const plain = await startServer(SMOLLM2, common);
+    const want: string[] = [];
+    try {
+      for (const p of prompts) want.push((await complete(plain.url, p)).choices[0].text);
+    } finally {
+      await plain.stop();
+    }
+    for (
+      const spec of [
+        [
+          "--spec-type",
+          "ngram-simple",
+          "--spec-ngram-simple-size-n",
+          "3",
+          "--spec-ngram-simple-size-m",
+          "8",
+        ],
+        ["-md", SMOLLM2, "--spec-draft-n-max", "4"],
+      ]
+    ) {
+      const server = await startServer(SMOLLM2, [...common, ...spec]);
+      try {
+        // Three at a time on two slots: sequences join and leave each other's batches.
+        const got: string[] = new Array(prompts.length);
+        let drafted = 0;
+        for (let i = 0; i < prompts.length; i += 3) {
+          const batch = await Promise.all(
+            prompts.slice(i, i + 3).map((p) => complete(server.url, p)),
+          );
+          batch.forEach((r, j) => {
+            got[i + j] = r.choices[0].text;
+            drafted += r.timings.draft_n ?? 0;
+            if (r.timings.draft_n !== undefined) {
+              assert.ok(r.timings.draft_n_accepted <= r.timings.draft_n);
+            }
+          });
+        }
+        assert.deepEqual(got, want, spec.join(" "));
+        assert.ok(drafted > 0, `${spec.join(" ")}: nothing drafted`);
+        const metrics = await (await fetch(`${server.url}/metrics`)).text();
+        assert.match(metrics, new RegExp(`^dotllm_draft_tokens_total ${drafted}$`, "m"));
+        assert.match(metrics, /^dotllm_draft_tokens_accepted_total [1-9]\d*$/m);
+      } finally {
+        await server.stop();
+      }
+    }
   },
 });

@@ -31,7 +31,9 @@ import {
   parseContextOptions,
   parseModelOptions,
   parseSamplingOptions,
+  parseSpeculationOptions,
   SAMPLING_GROUP,
+  SPECULATION_GROUP,
   str,
   withFlagNamesAsync,
 } from "./options.ts";
@@ -85,7 +87,8 @@ Options:
                            llama-server (default min(model's, 4096) per slot)
   -b, --batch-size N       most tokens per step: one per generating sequence, the rest
                            prefill chunks (default 256; >= --parallel)
-${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
+${helpLines(MODEL_GROUP.help)}${helpLines(SPECULATION_GROUP.help)}\
+${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)
       --queue N            requests that may wait for a slot before 503 (default ${DEFAULT_QUEUE_LIMIT})
@@ -181,7 +184,11 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   if (pooling !== undefined && !["mean", "cls", "last", "none"].includes(pooling)) {
     throw new UsageError(`--pooling must be one of mean, cls, last, none, got "${pooling}"`);
   }
+  const speculation = parseSpeculationOptions(values);
   const path = await modelPath(positionals[0]);
+  if (speculation?.draftModel !== undefined) {
+    speculation.draftModel = await modelPath(speculation.draftModel);
+  }
   const backend = await withFlagNamesAsync(() =>
     startBackend(path, {
       slots,
@@ -191,6 +198,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
       repack: model.repack,
       chatTemplate,
       pooling,
+      speculation,
     })
   );
   if (defaults.repeatLastN === -1) defaults.repeatLastN = backend.info.contextSize;
@@ -263,8 +271,8 @@ export const serveCommand: Command = {
   name: "serve",
   summary: "serve a model over HTTP with OpenAI's API (and a chat page)",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
-  options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP], {
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP, SPECULATION_GROUP]),
+  options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP, SPECULATION_GROUP], {
     host: { type: "string" },
     port: { type: "string" },
     parallel: { type: "string" },

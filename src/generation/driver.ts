@@ -620,24 +620,33 @@ export class Driver {
    */
   #verify(job: Job, row: number): number {
     const k = job.drafted, drafts = job.drafts;
+    job.drafted = 0;
     const start = this.context.cache.length(job.slot) - 1 - k; // position of the token run
-    let i = 0;
-    for (;; i++) {
-      this.#sample(job, this.context.logits(row + i), start + i + 1);
-      if (job.done || i === k || job.pending !== drafts![i]) break;
-    }
-    job.timings.decodeTokens += 1 + i;
     if (k > 0) {
       job.timings.draftedTokens += k;
-      job.timings.acceptedTokens += i;
       this.#stats.draftedTokens += k;
-      this.#stats.acceptedTokens += i;
-      this.context.cache.truncate(job.slot, start + i + 1); // at most k <= batch - 1 back
     }
-    job.drafted = 0;
+    // Counted before each row is sampled: a job that ends there reports them in `onEnd`.
+    for (let i = 0;; i++) {
+      job.timings.decodeTokens++;
+      this.#sample(job, this.context.logits(row + i), start + i + 1);
+      if (job.done || i === k) break;
+      if (job.pending !== drafts![i]) {
+        this.context.cache.truncate(job.slot, start + i + 1); // at most k <= batch - 1 back
+        break;
+      }
+      job.timings.acceptedTokens++;
+      this.#stats.acceptedTokens++;
+    }
     return row + 1 + k;
   }
 
+  /**
+   * Samples `job`'s next token from `logits`; `length` is what its slot
+   * keeps if this is its last row (a verify step's row: the slot is
+   * truncated to it before the job ends, so its slot holds the prompt and
+   * every generated token but the last).
+   */
   #sample(job: Job, logits: Float32Array, length = this.context.cache.length(job.slot)): void {
     const t0 = performance.now();
     let id: number;
@@ -648,6 +657,9 @@ export class Driver {
       job.error = error instanceof Error ? error : new Error(String(error));
       job.sequence.end("interrupted");
       job.pending = -1;
+      if (length < this.context.cache.length(job.slot)) {
+        this.context.cache.truncate(job.slot, length);
+      }
       this.#end(job);
       return;
     }
@@ -658,6 +670,9 @@ export class Driver {
     }
     if (job.sequence.finished) {
       job.pending = -1;
+      if (length < this.context.cache.length(job.slot)) {
+        this.context.cache.truncate(job.slot, length);
+      }
       this.#end(job);
     } else {
       job.pending = id;
