@@ -212,7 +212,8 @@ const PAIRS: Pair[] = [
     name: "draft",
     model: () => ladderF32(),
     turn: chatml,
-    spec: () => ["-md", SMOLLM2_Q4_1, "--spec-draft-n-max", "4"],
+    // llama-server infers no draft type from a plain GGUF: name draft-simple (dotllm's default with -md).
+    spec: () => ["--spec-type", "draft-simple", "-md", SMOLLM2_Q4_1, "--spec-draft-n-max", "4"],
   },
 ];
 
