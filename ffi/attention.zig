@@ -118,6 +118,10 @@ pub fn Job(comptime T: type) type {
         /// 0: full causal attention; else the sliding window in positions.
         window: usize,
         scale: f32,
+        /// Every token attends as if decoded alone (the single-token order), whatever
+        /// else of its sequence the batch holds: a speculative step's verified tokens
+        /// then get the bits of a run without speculation.
+        alone: bool = false,
 
         /// The first position token t sees, and how many.
         fn keyRange(job: *const @This(), t: usize) struct { first: usize, count: usize } {
@@ -139,6 +143,7 @@ pub fn Job(comptime T: type) type {
         /// sequence keeps each sequence's results what it gets decoded alone, whatever
         /// other sequences share the batch.
         fn batched(job: *const @This(), t: usize) bool {
+            if (job.alone) return false;
             const slot = job.slots[t];
             if (t > 0 and job.slots[t - 1] == slot) return true;
             if (t + 1 < job.tokens and job.slots[t + 1] == slot) return true;

@@ -54,7 +54,7 @@ pub const Matmul = extern struct { out: u64, weight: u64, x: u64, rows: u64, col
 pub const Rmsnorm = extern struct { out: u64, x: u64, weight: u64, n: u64, tokens: u64, eps: f64 };
 pub const Rope = extern struct { x: u64, positions: u64, tokens: u64, heads: u64, head_dim: u64, rope_dims: u64, freq_factors: u64, neox: u64, freq_base: f64 };
 pub const StoreKv = extern struct { cache: u64, src: u64, positions: u64, slots: u64, tokens: u64, kv_dim: u64, slot_rows: u64, slot_count: u64 };
-pub const Attention = extern struct { out: u64, q: u64, k: u64, v: u64, positions: u64, slots: u64, tokens: u64, heads: u64, kv_heads: u64, head_dim: u64, slot_rows: u64, slot_count: u64, window: u64, scale: f64 };
+pub const Attention = extern struct { out: u64, q: u64, k: u64, v: u64, positions: u64, slots: u64, tokens: u64, heads: u64, kv_heads: u64, head_dim: u64, slot_rows: u64, slot_count: u64, window: u64, scale: f64, alone: u64 };
 pub const Swiglu = extern struct { out: u64, gate: u64, up: u64, n: u64 };
 pub const Add = extern struct { out: u64, a: u64, b: u64, n: u64 };
 /// out = gelu_tanh(gate) · up (Gemma's GeGLU, ggml's F16-table GELU).
@@ -231,6 +231,7 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
             const slot_rows = try count(a.slot_rows, 1, dim_max);
             const slot_count = try count(a.slot_count, 1, dim_max);
             const window = try count(a.window, 0, slot_rows);
+            _ = try count(a.alone, 0, 1);
             _ = try product(try product(slot_rows, slot_count), kv_heads * head_dim);
             _ = try product(tokens, heads * head_dim);
             try finite(a.scale);
@@ -366,6 +367,7 @@ fn runAttention(comptime T: type, pool: *Pool, op: *const Op) Status {
         .slot_rows = n(a.slot_rows),
         .window = n(a.window),
         .scale = @floatCast(a.scale),
+        .alone = a.alone != 0,
     });
 }
 

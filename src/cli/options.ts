@@ -25,6 +25,11 @@ import {
   jsonSchemaToGrammar,
   SchemaError,
 } from "../grammar/mod.ts";
+import {
+  SPECULATION_TYPES,
+  type SpeculationConfig,
+  type SpeculationType,
+} from "../generation/mod.ts";
 import { resolveModel } from "../hub/resolve.ts";
 import type { CacheType } from "../model/mod.ts";
 import {
@@ -137,6 +142,11 @@ const FLAG_OF: Readonly<Record<string, string>> = {
   batchSize: "-b/--batch-size",
   threads: "-t/--threads",
   slots: "--parallel",
+  "draft n-max": "--spec-draft-n-max",
+  "draft n-min": "--spec-draft-n-min",
+  "draft p-min": "--spec-draft-p-min",
+  "ngram-simple size n": "--spec-ngram-simple-size-n",
+  "ngram-simple size m": "--spec-ngram-simple-size-m",
 };
 
 /**
@@ -574,4 +584,134 @@ export function chatTemplateSource(value: string): string {
     throw new Error(oneLine(`"${value}": ${message}`));
   }
   return source;
+}
+
+// ---------------------------------------------------------------------------
+// SPECULATION
+
+/** llama.cpp's `--spec-type` names dotllm does not implement (refused by name). */
+const SPEC_TYPES_LLAMA_CPP = [
+  "draft-eagle3",
+  "draft-mtp",
+  "draft-dflash",
+  "draft-dspark",
+  "ngram-map-k",
+  "ngram-map-k4v",
+  "ngram-mod",
+  "ngram-cache",
+];
+
+/** `-md/--spec-draft-model`, `--spec-type` and their sizes (llama.cpp 2026-10's names). */
+export const SPECULATION_GROUP: OptionGroup = {
+  options: {
+    "spec-draft-model": { type: "string" },
+    "spec-type": { type: "string" },
+    "spec-draft-n-max": { type: "string" },
+    "spec-draft-n-min": { type: "string" },
+    "spec-draft-p-min": { type: "string" },
+    "spec-ngram-simple-size-n": { type: "string" },
+    "spec-ngram-simple-size-m": { type: "string" },
+  },
+  aliases: {
+    "-md": "--spec-draft-model",
+    "--model-draft": "--spec-draft-model",
+    "--draft-p-min": "--spec-draft-p-min",
+  },
+  help: [
+    {
+      name: "spec-draft-model",
+      flag: "-md, --spec-draft-model F",
+      text: [
+        "speculative decoding with draft model F (a GGUF of the same",
+        "vocabulary): the output stays this model's, token for token",
+      ],
+    },
+    {
+      name: "spec-type",
+      flag: "    --spec-type T",
+      text: [
+        "none, draft-simple (with -md) or ngram-simple (prompt lookup:",
+        "drafts what followed the last n tokens earlier; no draft model)",
+      ],
+    },
+    {
+      name: "spec-draft-n-max",
+      flag: "    --spec-draft-n-max N",
+      text: ["tokens the draft model drafts per step (default 3)"],
+    },
+    {
+      name: "spec-draft-n-min",
+      flag: "    --spec-draft-n-min N",
+      text: ["drafts shorter than N are not verified (default 0)"],
+    },
+    {
+      name: "spec-draft-p-min",
+      flag: "    --spec-draft-p-min P",
+      text: ["stop drafting below this draft probability (default 0)"],
+    },
+    {
+      name: "spec-ngram-simple-size-n",
+      flag: "    --spec-ngram-simple-size-n N",
+      text: ["ngram-simple: tokens of the n-gram looked up (default 12)"],
+    },
+    {
+      name: "spec-ngram-simple-size-m",
+      flag: "    --spec-ngram-simple-size-m N",
+      text: ["ngram-simple: most tokens drafted after a match (default 48)"],
+    },
+  ],
+};
+
+/**
+ * Parses the speculation group: undefined without `-md` or `--spec-type`
+ * (or with `--spec-type none`). A size without a speculation to apply to, a
+ * type dotllm lacks, or draft-simple without a draft model is a usage
+ * error; ranges are the library's.
+ */
+export function parseSpeculationOptions(values: OptionValues): SpeculationConfig | undefined {
+  const draftModel = str(values, "spec-draft-model");
+  const typeName = str(values, "spec-type");
+  const sizes: [keyof SpeculationConfig, string, boolean][] = [
+    ["draftMax", "spec-draft-n-max", true],
+    ["draftMin", "spec-draft-n-min", true],
+    ["pMin", "spec-draft-p-min", false],
+    ["ngramSizeN", "spec-ngram-simple-size-n", true],
+    ["ngramSizeM", "spec-ngram-simple-size-m", true],
+  ];
+  const config: SpeculationConfig = {};
+  for (const [key, flag, integer] of sizes) {
+    const v = number(values, flag, undefined, { integer });
+    if (v !== undefined) (config as Record<string, number>)[key] = v;
+  }
+  let type: SpeculationType | undefined;
+  if (typeName !== undefined && typeName !== "none") {
+    if (!(SPECULATION_TYPES as readonly string[]).includes(typeName)) {
+      const known = SPEC_TYPES_LLAMA_CPP.includes(typeName)
+        ? " (llama.cpp's; not implemented)"
+        : "";
+      throw new UsageError(
+        `--spec-type must be none, ${SPECULATION_TYPES.join(" or ")}, got "${typeName}"${known}`,
+      );
+    }
+    type = typeName as SpeculationType;
+  }
+  if (typeName === "none" || (type === undefined && draftModel === undefined)) {
+    const given = sizes.find(([, flag]) => values[flag] !== undefined);
+    if (given !== undefined || (typeName === "none" && draftModel !== undefined)) {
+      throw new UsageError(
+        `--${
+          given?.[1] ?? "spec-draft-model"
+        } needs speculation: -md FILE or --spec-type ngram-simple`,
+      );
+    }
+    return undefined;
+  }
+  type ??= "draft-simple";
+  if (type === "draft-simple" && draftModel === undefined) {
+    throw new UsageError("--spec-type draft-simple needs a draft model (-md FILE)");
+  }
+  if (type === "ngram-simple" && draftModel !== undefined) {
+    throw new UsageError("--spec-type ngram-simple takes no draft model (-md)");
+  }
+  return { ...config, type, draftModel };
 }

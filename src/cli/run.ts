@@ -9,7 +9,7 @@ import process from "node:process";
 import { isatty } from "node:tty";
 import { warmUp } from "./terminal.ts";
 import { GgufError } from "../gguf/reader.ts";
-import type { GenerationResult } from "../generation/mod.ts";
+import type { GenerationResult, SpeculationConfig } from "../generation/mod.ts";
 import { Llm } from "../llm/mod.ts";
 import { describeArchitecture, ModelError } from "../model/mod.ts";
 import { TokenizerError } from "../tokenizer/vocab.ts";
@@ -29,7 +29,9 @@ import {
   modelPath,
   optionsOf,
   parseGenerationArgs,
+  parseSpeculationOptions,
   SAMPLING_GROUP,
+  SPECULATION_GROUP,
   str,
   withFlagNamesAsync,
 } from "./options.ts";
@@ -45,7 +47,7 @@ Options:
   -p, --prompt TEXT        the prompt
   -f, --file FILE          read the prompt from FILE (one trailing newline dropped)
 ${helpLines(SAMPLING_GROUP.help)}${helpLines(GRAMMAR_GROUP.help)}${helpLines(MODEL_GROUP.help)}\
-${helpLines(CONTEXT_GROUP.help)}\
+${helpLines(CONTEXT_GROUP.help)}${helpLines(SPECULATION_GROUP.help)}\
       --stop S             stop before the string S (repeatable)
       --chat               the prompt is one user turn through the model's chat template
 ${
@@ -67,6 +69,8 @@ interface RunArgs extends Omit<GenerationArgs, "system" | "template"> {
   quiet: boolean;
   /** `--chat`: the prompt is one user turn (with `--system`) through this template (undefined: the model's). */
   chat?: { system?: string; template?: string };
+  /** `-md` / `--spec-type`: speculative decoding. */
+  speculation?: SpeculationConfig;
 }
 
 /** Drops one trailing newline, as llama.cpp does for `-f`. */
@@ -112,6 +116,7 @@ function parseRunArgs(values: OptionValues, positionals: string[]): RunArgs {
     echo: values.echo === true,
     json: values.json === true,
     quiet: values.quiet === true,
+    speculation: parseSpeculationOptions(values),
   };
   if (values.chat === true) {
     args.chat = { system, template };
@@ -131,6 +136,7 @@ async function loadModel(args: RunArgs): Promise<Llm> {
         cacheType: args.cacheType,
         threads: args.threads,
         repack: args.repack,
+        speculation: args.speculation,
       })
     );
   } catch (error) {
@@ -192,8 +198,16 @@ function summaryText({ llm, args, result, loadMs, totalMs }: Summary): string {
     row("Prompt eval", t.prefillMs, t.prefillTokens) +
     row("Generation", t.decodeMs + t.samplingMs, result.tokens.length) +
     row("Total", totalMs) +
+    speculationLine(llm, t) +
     `memory: weights ${mib(m.weightsBytes)} mapped, KV cache ${mib(m.kvCacheBytes)} ` +
     `(${context.cache.cacheType}), scratch ${mib(m.scratchBytes)}\n`;
+}
+
+function speculationLine(llm: Llm, t: GenerationResult["timings"]): string {
+  if (llm.speculation === undefined) return "";
+  const rate = t.draftedTokens > 0 ? (100 * t.acceptedTokens / t.draftedTokens).toFixed(1) : "-";
+  return `speculation: ${llm.speculation}; drafted ${t.draftedTokens}, accepted ` +
+    `${t.acceptedTokens} (${rate}%), drafting ${t.draftMs.toFixed(2)} ms\n`;
 }
 
 function jsonText({ llm, args, result, loadMs, totalMs }: Summary, prompt?: string): string {
@@ -219,7 +233,11 @@ function jsonText({ llm, args, result, loadMs, totalMs }: Summary, prompt?: stri
       sampling_ms: t.samplingMs,
       decode_tokens_per_second: perSecond(result.tokens.length, generationMs),
       total_ms: totalMs,
+      draft_ms: t.draftMs,
     },
+    ...(llm.speculation === undefined ? {} : {
+      speculation: { drafted: t.draftedTokens, accepted: t.acceptedTokens },
+    }),
     memory: {
       weights_bytes: context.memory.weightsBytes,
       kv_cache_bytes: context.memory.kvCacheBytes,
@@ -233,6 +251,9 @@ function jsonText({ llm, args, result, loadMs, totalMs }: Summary, prompt?: stri
 async function run(values: OptionValues, positionals: string[]): Promise<number> {
   const args = parseRunArgs(values, positionals); // reads the prompt (maybe stdin)
   args.model = await modelPath(args.model);
+  if (args.speculation?.draftModel !== undefined) {
+    args.speculation.draftModel = await modelPath(args.speculation.draftModel);
+  }
   const start = performance.now();
   const llm = await loadModel(args);
   try {
@@ -305,12 +326,13 @@ export const runCommand: Command = {
   name: "run",
   summary: "generate text from a prompt with a Llama-family GGUF model",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP, SPECULATION_GROUP]),
   options: optionsOf([
     SAMPLING_GROUP,
     GRAMMAR_GROUP,
     MODEL_GROUP,
     CONTEXT_GROUP,
+    SPECULATION_GROUP,
     CHAT_TEMPLATE_GROUP,
   ], {
     prompt: { type: "string", short: "p" },

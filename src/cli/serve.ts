@@ -37,7 +37,9 @@ import {
   parseContextOptions,
   parseModelOptions,
   parseSamplingOptions,
+  parseSpeculationOptions,
   SAMPLING_GROUP,
+  SPECULATION_GROUP,
   str,
   withFlagNamesAsync,
 } from "./options.ts";
@@ -92,7 +94,8 @@ Options:
                            llama-server (default min(model's, 4096) per slot)
   -b, --batch-size N       most tokens per step: one per generating sequence, the rest
                            prefill chunks (default 256; >= --parallel)
-${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
+${helpLines(MODEL_GROUP.help)}${helpLines(SPECULATION_GROUP.help)}\
+${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        cross-origin requests: * (default: any origin, echoed, with
                            credentials), localhost (loopback origins), or one ORIGIN;
@@ -238,7 +241,11 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
   if (pooling !== undefined && !["mean", "cls", "last", "none"].includes(pooling)) {
     throw new UsageError(`--pooling must be one of mean, cls, last, none, got "${pooling}"`);
   }
+  const speculation = parseSpeculationOptions(values);
   const path = await modelPath(modelArg);
+  if (speculation?.draftModel !== undefined) {
+    speculation.draftModel = await modelPath(speculation.draftModel);
+  }
   const backend = await withFlagNamesAsync(() =>
     startBackend(path, {
       slots,
@@ -248,6 +255,7 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
       repack: model.repack,
       chatTemplate,
       pooling,
+      speculation,
     })
   );
   if (defaults.repeatLastN === -1) defaults.repeatLastN = backend.info.contextSize;
@@ -352,8 +360,11 @@ export const serveCommand: Command = {
   name: "serve",
   summary: "serve a model over HTTP with OpenAI's API (and a chat page)",
   usage,
-  aliases: { ...aliasesOf([CHAT_TEMPLATE_GROUP]), ...LLAMA_SERVER_ALIASES },
-  options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP], {
+  aliases: {
+    ...aliasesOf([CHAT_TEMPLATE_GROUP, SPECULATION_GROUP]),
+    ...LLAMA_SERVER_ALIASES,
+  },
+  options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP, SPECULATION_GROUP], {
     ...LLAMA_SERVER_OPTIONS,
     host: { type: "string" },
     port: { type: "string" },

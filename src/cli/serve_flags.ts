@@ -68,7 +68,6 @@ export const LLAMA_SERVER_OPTIONS: Options = {
   "no-prefill-assistant": { type: "boolean" },
   // refused: they change the answers and dotllm lacks them (see REFUSED)
   lora: { type: "string" },
-  "model-draft": { type: "string" },
   "grp-attn-n": { type: "string" },
   "grp-attn-w": { type: "string" },
   "cache-type-k": { type: "string" },
@@ -77,7 +76,6 @@ export const LLAMA_SERVER_OPTIONS: Options = {
   "mmproj-url": { type: "string" },
   "model-url": { type: "string" },
   "context-shift": { type: "boolean" },
-  "spec-type": { type: "string" },
 };
 
 /** llama-server's short spellings `parseArgs` cannot take, each mapped to its long flag. */
@@ -91,7 +89,6 @@ export const LLAMA_SERVER_ALIASES: Readonly<Record<string, string>> = {
   "-ctk": "--cache-type-k",
   "-ctv": "--cache-type-v",
   "-to": "--timeout",
-  "-md": "--model-draft",
   "-mu": "--model-url",
   "-hf": "--hf-repo",
   "-hfr": "--hf-repo",
@@ -139,8 +136,6 @@ const NO_EFFECT: Readonly<Record<string, string>> = {
 /** Flags refused, with the reason. */
 const REFUSED: Readonly<Record<string, string>> = {
   lora: "LoRA adapters are not supported",
-  "model-draft": "speculative decoding is not supported",
-  "spec-type": "speculative decoding is not supported",
   "grp-attn-n": "grouped attention (self-extend) is not supported",
   "grp-attn-w": "grouped attention (self-extend) is not supported",
   "cache-type-k": "give --cache-type f16|f32 (one type for K and V)",

@@ -14,6 +14,12 @@
  * the least recently used). `n` choices of one prompt share one prefill: the
  * first runs it, the others copy its slot and sample its last row.
  *
+ * With `speculation` (see `speculative.ts`), a decode step also runs the
+ * tokens a drafter proposes after each generating sequence's next token, as
+ * many as the verify budget allows, and the sequence samples its rows in
+ * order while its sample equals the draft; the slot is truncated back to
+ * the tokens kept.
+ *
  * @example Two sequences in one batch
  * ```ts
  * import { Context, Model } from "../model/mod.ts";
@@ -41,6 +47,7 @@
 import { Batch } from "../model/batch.ts";
 import type { Context } from "../model/context.ts";
 import type { Sequence } from "./sequence.ts";
+import type { SpeculationOptions } from "./speculative.ts";
 
 /** Timings of one sequence in milliseconds (a batch's time shared by its tokens). */
 export interface GenerationTimings {
@@ -54,6 +61,10 @@ export interface GenerationTimings {
   decodeTokens: number;
   samplingMs: number;
   sampledTokens: number;
+  /** Speculation: tokens drafted and verified, drafted tokens the target kept, time drafting. */
+  draftedTokens: number;
+  acceptedTokens: number;
+  draftMs: number;
 }
 
 /** Options of {@linkcode Driver.start}. */
@@ -70,6 +81,8 @@ export interface DriverOptions {
   stepTokens?: number;
   /** Let decode tokens and prompt chunks of any size share a step (see {@linkcode Driver.mixed}). */
   mixed?: boolean;
+  /** Speculative decoding: every generating sequence's drafts are verified in its decode step. */
+  speculation?: SpeculationOptions;
 }
 
 /** Cumulative counters of a driver. */
@@ -78,6 +91,9 @@ export interface DriverStats {
   steps: number;
   prefillMs: number;
   decodeMs: number;
+  /** Speculation: tokens drafted and verified, and those the target kept. */
+  draftedTokens: number;
+  acceptedTokens: number;
 }
 
 /** One sequence on one slot of the driver's context. */
@@ -94,6 +110,9 @@ export class Job {
   next: number;
   /** The sampled token to run next, or -1. */
   pending = -1;
+  /** Speculation: the tokens drafted after `pending` in the current step (`drafted` of them). */
+  drafts: Int32Array | undefined;
+  drafted = 0;
   /** Choices of the same prompt waiting for this job's last prompt row. */
   readonly followers: Job[] = [];
   /** The job whose prompt this one copies, until it does. */
@@ -122,6 +141,9 @@ export class Job {
       decodeTokens: 0,
       samplingMs: 0,
       sampledTokens: 0,
+      draftedTokens: 0,
+      acceptedTokens: 0,
+      draftMs: 0,
     };
   }
 
@@ -191,7 +213,17 @@ export class Driver {
   #turn: StepKind = StepKind.decode;
   /** Prompt steps since the last decode step. */
   #promptSteps = 0;
-  readonly #stats: DriverStats = { steps: 0, prefillMs: 0, decodeMs: 0 };
+  readonly #stats: DriverStats = {
+    steps: 0,
+    prefillMs: 0,
+    decodeMs: 0,
+    draftedTokens: 0,
+    acceptedTokens: 0,
+  };
+  /** Speculation, with `draftMax` and `verifyTokens` resolved. */
+  readonly speculation:
+    | (SpeculationOptions & { readonly draftMax: number; readonly draftMin: number })
+    | undefined;
 
   /**
    * The driver of `context`, made on first use. `stepTokens` (default the
@@ -207,13 +239,32 @@ export class Driver {
       );
     } else if (options.mixed !== undefined && options.mixed !== driver.mixed) {
       throw new RangeError(`this context's driver has mixed batches ${driver.mixed}`);
+    } else if (options.speculation !== undefined && options.speculation !== driver.#options) {
+      throw new RangeError("this context's driver was made with other speculation options");
     }
     return driver;
   }
 
+  readonly #options: SpeculationOptions | undefined;
+
   private constructor(context: Context, options: DriverOptions) {
     this.context = context;
     this.mixed = options.mixed ?? false;
+    const spec = options.speculation;
+    this.#options = spec;
+    if (spec !== undefined) {
+      const draftMax = spec.draftMax ?? 16, draftMin = spec.draftMin ?? 0;
+      if (!Number.isInteger(draftMax) || draftMax < 0) {
+        throw new RangeError(`draftMax must be an integer >= 0, got ${draftMax}`);
+      }
+      if (!Number.isInteger(draftMin) || draftMin < 0) {
+        throw new RangeError(`draftMin must be an integer >= 0, got ${draftMin}`);
+      }
+      if (!Number.isInteger(spec.verifyTokens) || spec.verifyTokens < 1) {
+        throw new RangeError(`verifyTokens must be an integer >= 1, got ${spec.verifyTokens}`);
+      }
+      this.speculation = { ...spec, draftMax, draftMin };
+    }
     const slots = context.cache.slotCount;
     const budget = options.stepTokens ?? context.batchSize;
     if (!Number.isInteger(budget) || budget < slots || budget > context.batchSize) {
@@ -431,9 +482,14 @@ export class Driver {
     const kind = this.mixed ? StepKind.mixed : this.#nextKind();
     if (kind === undefined) return false;
     if (kind === StepKind.decode || kind === StepKind.mixed) {
+      let draftRoom = this.#draftRoom(kind);
       for (const job of this.#active) {
         if (job.pending < 0) continue;
-        batch.add(job.pending, cache.length(job.slot), job.slot, true);
+        const n = cache.length(job.slot);
+        batch.add(job.pending, n, job.slot, true);
+        job.drafted = draftRoom > 0 ? this.#draft(job, n, draftRoom) : 0;
+        for (let i = 0; i < job.drafted; i++) batch.add(job.drafts![i], n + 1 + i, job.slot, true);
+        draftRoom -= job.drafted;
         rows.push(job);
       }
     }
@@ -472,7 +528,8 @@ export class Driver {
     if (batch.count === 0) return false;
     const t0 = performance.now();
     try {
-      this.context.decode(batch);
+      // Drafts (more decode tokens than jobs; no prompt chunk then) attend as if decoded alone.
+      this.context.decode(batch, decodeCount > inBatch);
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
       for (const job of rows) {
@@ -492,12 +549,12 @@ export class Driver {
     for (let r = 0; r < rows.length; r++) {
       const job = rows[r];
       if (r < inBatch) {
-        job.timings.decodeMs += perToken;
-        job.timings.decodeTokens++;
-      } else {
-        job.timings.prefillMs += perToken * chunks[r - inBatch];
+        job.timings.decodeMs += perToken * (1 + job.drafted);
+        row = this.#verify(job, row);
+        continue;
       }
-      if (r >= inBatch && job.prefilling) continue; // no row yet
+      job.timings.prefillMs += perToken * chunks[r - inBatch];
+      if (job.prefilling) continue; // no row yet
       const logits = this.context.logits(row++);
       for (const f of job.followers) {
         if (f.leader !== job) continue;
@@ -510,7 +567,87 @@ export class Driver {
     return true;
   }
 
-  #sample(job: Job, logits: Float32Array): void {
+  /**
+   * Tokens the drafts of this step may take in all: none without
+   * speculation, or in a mixed step that also runs prompt chunks (its
+   * batch's size is not one the probe checked); else the verify budget
+   * less one token per generating job.
+   */
+  #draftRoom(kind: StepKind): number {
+    const spec = this.speculation;
+    if (spec === undefined || spec.draftMax === 0) return 0;
+    let decoding = 0;
+    for (const job of this.#active) {
+      if (job.pending >= 0) decoding++;
+      else if (kind === StepKind.mixed && job.prefilling && job.leader === undefined) return 0;
+    }
+    const most = Math.min(spec.verifyTokens, this.#batch.capacity, this.context.maxLogits);
+    return most - decoding;
+  }
+
+  /** Drafts up to `room` tokens after `job.pending` (at position `n`) into `job.drafts`; returns how many. */
+  #draft(job: Job, n: number, room: number): number {
+    const spec = this.speculation!;
+    const sequence = job.sequence;
+    let max = Math.min(spec.draftMax, room, this.context.contextSize - n - 1);
+    // The last row's sample is never a draft's check: r more tokens need at most r - 1 drafts.
+    if (sequence.maxTokens >= 0) max = Math.min(max, sequence.maxTokens - sequence.tokenCount - 1);
+    if (max < Math.max(1, spec.draftMin)) return 0;
+    const drafts = job.drafts ??= new Int32Array(spec.draftMax);
+    const t0 = performance.now();
+    let count: number;
+    try {
+      count = spec.drafter.draft(
+        job.slot,
+        this.context.cache.history(job.slot),
+        job.pending,
+        max,
+        drafts,
+      );
+    } catch {
+      count = 0; // a drafter's failure costs the speedup, never the sequence
+    }
+    job.timings.draftMs += performance.now() - t0;
+    return count < spec.draftMin ? 0 : Math.min(count, max);
+  }
+
+  /**
+   * Samples `job`'s rows from logits row `row` on: its next token's, then
+   * each drafted token's while the sequence's own sample equals the draft
+   * (llama.cpp's rule: the sequence sees the rows and tokens of a run
+   * without speculation). The slot keeps the tokens whose rows were
+   * sampled. Returns the first row past the job's.
+   */
+  #verify(job: Job, row: number): number {
+    const k = job.drafted, drafts = job.drafts;
+    job.drafted = 0;
+    const start = this.context.cache.length(job.slot) - 1 - k; // position of the token run
+    if (k > 0) {
+      job.timings.draftedTokens += k;
+      this.#stats.draftedTokens += k;
+    }
+    // Counted before each row is sampled: a job that ends there reports them in `onEnd`.
+    for (let i = 0;; i++) {
+      job.timings.decodeTokens++;
+      this.#sample(job, this.context.logits(row + i), start + i + 1);
+      if (job.done || i === k) break;
+      if (job.pending !== drafts![i]) {
+        this.context.cache.truncate(job.slot, start + i + 1); // at most k <= batch - 1 back
+        break;
+      }
+      job.timings.acceptedTokens++;
+      this.#stats.acceptedTokens++;
+    }
+    return row + 1 + k;
+  }
+
+  /**
+   * Samples `job`'s next token from `logits`; `length` is what its slot
+   * keeps if this is its last row (a verify step's row: the slot is
+   * truncated to it before the job ends, so its slot holds the prompt and
+   * every generated token but the last).
+   */
+  #sample(job: Job, logits: Float32Array, length = this.context.cache.length(job.slot)): void {
     const t0 = performance.now();
     let id: number;
     try {
@@ -520,16 +657,22 @@ export class Driver {
       job.error = error instanceof Error ? error : new Error(String(error));
       job.sequence.end("interrupted");
       job.pending = -1;
+      if (length < this.context.cache.length(job.slot)) {
+        this.context.cache.truncate(job.slot, length);
+      }
       this.#end(job);
       return;
     }
     job.timings.samplingMs += performance.now() - t0;
     if (id >= 0) job.timings.sampledTokens++;
-    if (!job.sequence.finished && this.context.cache.length(job.slot) >= this.context.contextSize) {
+    if (!job.sequence.finished && length >= this.context.contextSize) {
       job.sequence.end("context");
     }
     if (job.sequence.finished) {
       job.pending = -1;
+      if (length < this.context.cache.length(job.slot)) {
+        this.context.cache.truncate(job.slot, length);
+      }
       this.#end(job);
     } else {
       job.pending = id;

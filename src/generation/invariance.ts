@@ -88,3 +88,59 @@ export function probeBatchInvariance(context: Context): boolean {
     cache.clear(1);
   }
 }
+
+/** Prompt tokens before the tokens {@linkcode probeVerifyTokens} checks. */
+const VERIFY_PREFIX = 20;
+
+/**
+ * The largest `n <= max` such that a batch of 2, 3, ..., n tokens of one
+ * sequence, decoded with `alone` attention (`Context.decode`), gives every
+ * token the logits bits it gets decoded alone (at least 1): how many tokens
+ * a speculative step may verify at once and keep the output of a run
+ * without speculation. The matmuls' float order changes with the batch's
+ * size (see {@linkcode probeBatchInvariance}), depending on the weight
+ * types and this machine's kernels. Empties slot 0 (call it before
+ * generating); needs `maxLogits >= max`, else checks up to `maxLogits`.
+ */
+export function probeVerifyTokens(context: Context, max: number): number {
+  const cache = context.cache;
+  const limit = Math.min(
+    max,
+    context.maxLogits,
+    context.batchSize,
+    context.contextSize - VERIFY_PREFIX,
+  );
+  if (limit < 2) return 1;
+  const V = context.model.config.vocabSize;
+  const ids = Array.from(
+    { length: VERIFY_PREFIX + limit },
+    (_, i) => 1 + (i * 7919 + 13) % (V - 1),
+  );
+  const batch = new Batch(context.batchSize);
+  const prefix = () => {
+    cache.clear(0);
+    batch.clear();
+    for (let i = 0; i < VERIFY_PREFIX; i++) batch.add(ids[i], i, 0, false);
+    context.decode(batch);
+  };
+  try {
+    prefix();
+    const alone: Float32Array[] = [];
+    for (let i = VERIFY_PREFIX; i < VERIFY_PREFIX + limit; i++) {
+      batch.clear();
+      batch.add(ids[i], i, 0, true);
+      context.decode(batch);
+      alone.push(context.logits(0).slice());
+    }
+    for (let n = 2; n <= limit; n++) {
+      prefix();
+      batch.clear();
+      for (let i = 0; i < n; i++) batch.add(ids[VERIFY_PREFIX + i], VERIFY_PREFIX + i, 0, true);
+      context.decode(batch, true);
+      for (let i = 0; i < n; i++) if (!sameBits(alone[i], context.logits(i))) return n - 1;
+    }
+    return limit;
+  } finally {
+    cache.clear(0);
+  }
+}

@@ -1,8 +1,9 @@
 /**
  * Text generation, written once: per-sequence state ({@linkcode Sequence}:
  * logit processors, sampler, stop strings, finish reasons, log-probabilities),
- * the step driver that runs many over one context ({@linkcode Driver}), and
- * one sequence start to end ({@linkcode generate}).
+ * the step driver that runs many over one context ({@linkcode Driver}), with
+ * speculative decoding as one of its modes (`speculative.ts`), and one
+ * sequence start to end ({@linkcode generate}).
  *
  * @module
  */
@@ -24,7 +25,7 @@ export {
   type GenerationTokenizer,
   promptTokens,
 } from "./generate.ts";
-export { probeBatchInvariance } from "./invariance.ts";
+export { probeBatchInvariance, probeVerifyTokens } from "./invariance.ts";
 export { LogitBias, type LogitProcessor } from "./processors.ts";
 export {
   logSumExp,
@@ -36,4 +37,22 @@ export {
   TOP_LOGPROBS_MAX,
   topIds,
 } from "./sequence.ts";
+export {
+  type Drafter,
+  draftLimit,
+  type DraftLoadOptions,
+  DraftModel,
+  type DraftModelOptions,
+  type DraftVocab,
+  draftVocabMismatch,
+  NgramSimple,
+  type NgramSimpleOptions,
+  openSpeculation,
+  type Speculation,
+  SPECULATION_TYPES,
+  type SpeculationConfig,
+  type SpeculationOptions,
+  type SpeculationType,
+  speculationType,
+} from "./speculative.ts";
 export { StopMatcher } from "./stop.ts";

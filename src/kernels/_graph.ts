@@ -45,6 +45,7 @@ const OPS = {
     "slot_count",
     "window",
     "scale:f64",
+    "alone",
   ],
   swiglu: ["out", "gate", "up", "n"],
   add: ["out", "a", "b", "n"],
@@ -248,6 +249,7 @@ export class GraphRecorder {
     slotCount: number,
     window: number,
     scale: number,
+    alone: boolean,
   ): void {
     const at = this.#begin("attention", cacheType);
     this.#u(at, F.attention.out, out);
@@ -264,6 +266,7 @@ export class GraphRecorder {
     this.#u(at, F.attention.slot_count, slotCount);
     this.#u(at, F.attention.window, window);
     this.#f(at, F.attention.scale, scale);
+    this.#u(at, F.attention.alone, alone ? 1 : 0);
   }
 
   swiglu(out: number, gate: number, up: number, n: number): void {

@@ -280,7 +280,8 @@ export class Kernels {
    * Attention of q [tokens][heads·headDim] f32 (roped) over caches of `cacheType`
    * laid out as {@linkcode storeKv} writes them: token t attends its own slot's
    * positions [window > 0 ? max(0, pos − window + 1) : 0, pos], pos = positions[t].
-   * out [tokens][heads·headDim] f32.
+   * out [tokens][heads·headDim] f32. `alone`: every token in the order of a
+   * token decoded alone, though its sequence has others in the batch.
    */
   attention(
     cacheType: number,
@@ -298,6 +299,7 @@ export class Kernels {
     slotRows: number,
     window: number,
     slotCount: number,
+    alone = false,
   ): void {
     checkAddress("out", out);
     checkAddress("q", q);
@@ -337,6 +339,7 @@ export class Kernels {
       slotCount,
       window,
       scale,
+      alone,
     );
     this.#done();
   }

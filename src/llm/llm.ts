@@ -33,10 +33,15 @@ import {
   planChat,
 } from "../chat/mod.ts";
 import {
+  draftLimit,
+  Driver,
   generate,
   type GenerationResult,
   LogitBias,
   type LogitProcessor,
+  openSpeculation,
+  type Speculation,
+  type SpeculationConfig,
 } from "../generation/mod.ts";
 import { type ConstraintSpec, grammarConstraint } from "../grammar/mod.ts";
 import {
@@ -80,6 +85,12 @@ export interface LlmOptions extends ModelLoadOptions {
   cacheType?: CacheType;
   /** The kernels to run on (see `ContextOptions.kernels`); default the library's. */
   kernels?: ContextOptions["kernels"];
+  /**
+   * Speculative decoding: a draft model (`draftModel`) or n-gram prompt
+   * lookup drafts tokens the model verifies in one batch; the output stays
+   * the model's own, token for token (see `src/generation/speculative.ts`).
+   */
+  speculation?: SpeculationConfig;
 }
 
 /** Options of {@linkcode Llm.generate}: the sampling parameters (llama.cpp's defaults) and limits. */
@@ -172,6 +183,8 @@ export class Llm {
   readonly tokenizer: Tokenizer;
   readonly #threads: number;
   #options: LlmOptions = {};
+  /** Speculation set up on {@linkcode context}, if asked for. */
+  #speculation: Speculation | undefined;
   #embeddings: Context | undefined;
   #busy = false;
   #closed = false;
@@ -191,16 +204,27 @@ export class Llm {
    */
   static async load(path: string, options: LlmOptions = {}): Promise<Llm> {
     await prepareLibrary();
-    const { native, repack, ...contextOptions } = options;
+    const { native, repack, speculation, ...contextOptions } = options;
     const own = options.kernels === undefined; // other kernels read the file's layouts
     const model = Model.load(path, { native, repack: repack ?? own });
+    let context: Context | undefined;
     try {
       const tokenizer = Tokenizer.fromGguf(model.gguf);
-      const context = new Context(model, { ...contextOptions, slots: 1, maxLogits: 1 });
+      const maxLogits = speculation === undefined ? 1 : 1 + draftLimit(speculation);
+      context = new Context(model, { ...contextOptions, slots: 1, maxLogits });
       const llm = new Llm(model, context, tokenizer, options.threads ?? 0);
       llm.#options = options;
+      if (speculation !== undefined) {
+        const spec = openSpeculation(context, tokenizer.vocab, speculation, {
+          threads: options.threads,
+          repack: repack ?? own,
+        });
+        llm.#speculation = spec;
+        Driver.of(context, { speculation: spec.options });
+      }
       return llm;
     } catch (error) {
+      context?.close();
       model.close();
       throw error;
     }
@@ -534,8 +558,14 @@ export class Llm {
     if (this.#busy) throw new Error("Llm.close() during a generation: stop it first");
     this.#closed = true;
     this.#embeddings?.close();
+    this.#speculation?.close();
     this.context.close();
     this.model.close();
+  }
+
+  /** The speculation this Llm runs (kind, sizes, verify budget), or undefined. */
+  get speculation(): string | undefined {
+    return this.#speculation?.description;
   }
 
   /** {@linkcode close}, for `using llm = await Llm.load(...)`. */

@@ -283,8 +283,14 @@ export class Context {
    * Throws `RangeError` (and changes nothing) for an id outside the
    * vocabulary, an unknown slot, a position that does not continue its
    * slot or does not fit the context, too many tokens or logits rows.
+   *
+   * With `alone`, each token's attention runs in the order of a token
+   * decoded alone, though its slot has others in the batch (llama.cpp's
+   * order for a sequence's batch otherwise): a speculative step verifying
+   * drafted tokens then gives the logits of a run without speculation,
+   * wherever the matmuls do too (`probeVerifyTokens`).
    */
-  decode(batch: Batch): number {
+  decode(batch: Batch, alone = false): number {
     if (this.#closed) throw new Error("Context used after close");
     if (this.model.closed) throw new Error("Context used after its Model was closed");
     const n = batch.count;
@@ -347,7 +353,7 @@ export class Context {
     this.#hiddenCount = 0;
     k.beginGraph?.();
     try {
-      forward(k, this.model, cache, this.#b, n, R, this.#outRows[0], this.embeddings);
+      forward(k, this.model, cache, this.#b, n, R, this.#outRows[0], this.embeddings, alone);
     } catch (error) {
       k.cancelGraph?.();
       throw error;

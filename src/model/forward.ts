@@ -107,6 +107,9 @@ export function missingOps(model: ForwardModel, kernels: ForwardOps): string | u
  * With `hidden` (embeddings; then `R` must be 0), every token's final hidden
  * state is left in `b.x` [T][E]: after the output norm where the model has
  * one (llama.cpp's `t_embd`), as it is for an encoder (BERT).
+ *
+ * With `alone`, attention computes every token in the order of a token
+ * decoded alone (see `ForwardOps.attention`): speculative verification.
  */
 export function forward(
   k: ForwardOps,
@@ -117,6 +120,7 @@ export function forward(
   R: number,
   firstOutRow: number,
   hidden = false,
+  alone = false,
 ): void {
   const c = m.config;
   const w = m.weights;
@@ -215,6 +219,7 @@ export function forward(
       rows,
       window,
       slotCount,
+      alone,
     ); // att [T][H·D]
     k.matmul(L.wo.type, xb, L.wo.address, att, E, Q, T); // xb [T][E]
     if (L.bo !== undefined) k.addRows!(xb, xb, L.bo.address, T, E); // xb += bo

@@ -66,7 +66,8 @@ export interface ForwardOps {
   /**
    * Attention of `q [tokens][heads·headDim]`: token t attends its own slot's positions
    * `[window > 0 ? max(0, pos − window + 1) : 0, pos]`, pos = positions[t], read from
-   * the rows {@linkcode storeKv} writes.
+   * the rows {@linkcode storeKv} writes. `alone` (default false): each token in the
+   * float order of a token decoded alone, though its slot has others in the batch.
    */
   attention(
     cacheType: number,
@@ -84,6 +85,7 @@ export interface ForwardOps {
     slotRows: number,
     window: number,
     slotCount: number,
+    alone?: boolean,
   ): void;
   /** `out = silu(gate) · up`, `n` elements. */
   swiglu(out: number, gate: number, up: number, n: number): void;

@@ -189,6 +189,8 @@ function nextTurn(): Promise<void> {
 export class LocalBackend implements Backend {
   readonly info: ModelInfo;
   readonly scheduler: Scheduler;
+  /** The draft model speculation runs on, freed with the context (see `openSpeculation`). */
+  readonly #speculation: { close(): void } | undefined;
   readonly #context: Context;
   readonly #tokenizer: BackendTokenizer;
   readonly #render: ChatRenderer;
@@ -203,7 +205,9 @@ export class LocalBackend implements Backend {
     render: ChatRenderer,
     options: SchedulerOptions = {},
     inbox?: Int32Array,
+    speculation?: { close(): void },
   ) {
+    this.#speculation = speculation;
     this.info = info;
     this.#inbox = inbox;
     this.#context = context;
@@ -420,6 +424,7 @@ export class LocalBackend implements Backend {
     this.scheduler.cancelAll();
     while (this.#running) await nextTurn();
     this.#embeddings?.close();
+    this.#speculation?.close();
     this.#context.close();
     this.#context.model.close();
   }

@@ -875,6 +875,10 @@ class Reply implements ResponseBuilder {
         predicted_ms: e.timings.decodeMs,
         predicted_per_second: e.timings.decodeMs > 0 ? completion / (e.timings.decodeMs / 1000) : 0,
         queue_ms: e.timings.queueMs,
+        // llama-server's speculation counters, present when it drafted.
+        ...(e.timings.draftedTokens > 0
+          ? { draft_n: e.timings.draftedTokens, draft_n_accepted: e.timings.acceptedTokens }
+          : {}),
       };
       return deltas;
     }

@@ -9,7 +9,13 @@ import { basename } from "node:path";
 import { prepareLibrary } from "../native/locate.ts";
 import { Tokenizer } from "../tokenizer/mod.ts";
 import type { LlmOptions } from "../llm/mod.ts";
-import { probeBatchInvariance } from "../generation/mod.ts";
+import {
+  draftLimit,
+  openSpeculation,
+  probeBatchInvariance,
+  type Speculation,
+  type SpeculationConfig,
+} from "../generation/mod.ts";
 import { Context, Model } from "../model/mod.ts";
 import { LocalBackend } from "./backend.ts";
 import { fimTokens } from "./native/infill.ts";
@@ -28,6 +34,8 @@ export interface LoadOptions extends Pick<LlmOptions, "threads" | "repack" | "ca
   contextSize?: number;
   /** Most tokens per scheduler step; default 256. */
   stepTokens?: number;
+  /** Speculative decoding on every slot (`-md`, `--spec-type`). */
+  speculation?: SpeculationConfig;
   /** `--pooling`: the embeddings' pooling (mean, cls, last, none); default the model's, else mean. */
   pooling?: string;
   /**
@@ -66,14 +74,24 @@ export async function loadBackend(
       threads: options.threads,
       cacheType: options.cacheType,
       batchSize: Math.max(options.stepTokens ?? 256, options.slots),
-      maxLogits: options.slots, // a batch wants at most one row per sequence
+      // A batch wants at most one row per sequence, and a verify step one per drafted token.
+      maxLogits: options.slots +
+        (options.speculation === undefined ? 0 : draftLimit(options.speculation)),
     });
   } catch (error) {
     model.close();
     throw error;
   }
+  let speculation: Speculation | undefined;
   try {
     const tokenizer = Tokenizer.fromGguf(model.gguf);
+    const mixed = generates(context) && probeBatchInvariance(context);
+    if (options.speculation !== undefined) {
+      speculation = openSpeculation(context, tokenizer.vocab, options.speculation, {
+        threads: options.threads,
+        repack: options.repack,
+      });
+    }
     const source = options.chatTemplate ?? model.gguf.metadata.get("tokenizer.chat_template");
     const text = (id: number) => (id >= 0 ? tokenizer.tokenToPiece(id, true) : "");
     const chat: ChatTemplateInfo = {
@@ -115,16 +133,15 @@ export async function loadBackend(
       backendTokenizer,
       render,
       // Decodes and prompt chunks share batches only where that changes no token.
-      {
-        stepTokens: options.stepTokens,
-        mixed: generates(context) && probeBatchInvariance(context),
-      },
+      { stepTokens: options.stepTokens, mixed, speculation: speculation?.options },
       options.inbox,
+      speculation,
     );
     backend.embeddingPooling = options.pooling;
     backend.slotIdentity = `${basename(path)} (${statSync(path).size} bytes)`;
     return backend;
   } catch (error) {
+    speculation?.close();
     context.close();
     model.close();
     throw error;

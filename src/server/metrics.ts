@@ -176,6 +176,15 @@ export class Metrics {
       metric("dotllm_decode_steps_total", "counter", "Batches the scheduler ran.", [
         `dotllm_decode_steps_total ${s.stepsTotal}`,
       ]);
+      metric("dotllm_draft_tokens_total", "counter", "Speculation: tokens drafted and verified.", [
+        `dotllm_draft_tokens_total ${s.draftedTokensTotal}`,
+      ]);
+      metric(
+        "dotllm_draft_tokens_accepted_total",
+        "counter",
+        "Speculation: drafted tokens the model kept.",
+        [`dotllm_draft_tokens_accepted_total ${s.acceptedTokensTotal}`],
+      );
       this.#llamaCpp(s, metric);
     }
     return out.join("\n") + "\n";

@@ -40,6 +40,7 @@ import {
   type GrammarTrigger,
 } from "../grammar/mod.ts";
 import type { Context } from "../model/mod.ts";
+import type { SpeculationOptions } from "../generation/mod.ts";
 import { Sampler, type SamplerParams, SamplerWorkspace } from "../sampler/mod.ts";
 
 /** What the scheduler needs from a tokenizer. */
@@ -91,6 +92,9 @@ export interface SequenceTimings {
   queueMs: number;
   prefillMs: number;
   decodeMs: number;
+  /** Speculation: tokens drafted and verified, and those kept. */
+  draftedTokens: number;
+  acceptedTokens: number;
 }
 
 /**
@@ -156,6 +160,9 @@ export interface SchedulerStats {
   prefillMsTotal: number;
   decodeMsTotal: number;
   stepsTotal: number;
+  /** Speculation: tokens drafted and verified, and those kept, all slots. */
+  draftedTokensTotal: number;
+  acceptedTokensTotal: number;
 }
 
 /** Options of a {@linkcode Scheduler}. */
@@ -171,6 +178,8 @@ export interface SchedulerOptions {
    * model `probeBatchInvariance` passed. Default false.
    */
   mixed?: boolean;
+  /** Speculative decoding, per slot, in the driver's decode steps (see `openSpeculation`). */
+  speculation?: SpeculationOptions;
 }
 
 interface Request {
@@ -207,6 +216,7 @@ export class Scheduler {
     this.driver = Driver.of(context, {
       stepTokens: Math.min(context.batchSize, options.stepTokens ?? 256),
       mixed: options.mixed ?? false,
+      speculation: options.speculation,
     });
     this.#samplerWorkspace = new SamplerWorkspace(context.model.config.vocabSize);
     this.#tokenizer = tokenizer;
@@ -419,6 +429,8 @@ export class Scheduler {
         queueMs: request.admittedAt - request.submittedAt,
         prefillMs: first - request.admittedAt,
         decodeMs: end - first,
+        draftedTokens: job.timings.draftedTokens,
+        acceptedTokens: job.timings.acceptedTokens,
       },
     });
     if (--request.open === 0) this.#byId.delete(request.id);
@@ -446,6 +458,8 @@ export class Scheduler {
       prefillMsTotal: d.prefillMs,
       decodeMsTotal: d.decodeMs,
       stepsTotal: d.steps,
+      draftedTokensTotal: d.draftedTokens,
+      acceptedTokensTotal: d.acceptedTokens,
     };
   }
 }
