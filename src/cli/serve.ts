@@ -96,6 +96,9 @@ Options:
                            prefill chunks (default 256; >= --parallel)
 ${helpLines(MODEL_GROUP.help)}${helpLines(SPECULATION_GROUP.help)}\
 ${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
+      --reasoning-format F how chat replies return reasoning: auto (default; apart, as
+                           reasoning_content), deepseek, none (left in the content)
+      --reasoning M        on, off or auto (default): the templates' enable_thinking
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        cross-origin requests: * (default: any origin, echoed, with
                            credentials), localhost (loopback origins), or one ORIGIN;
