@@ -88,8 +88,8 @@ export {
 export {
   ChatOutputStream,
   detectToolFormat,
-  type ParsedMessage,
   parseChatOutput,
+  type ParsedMessage,
   type ReasoningFormat,
   type ToolChoice,
   type ToolDefinition,
