@@ -27,7 +27,7 @@ import {
   type ToolChoice,
   type ToolDefinition,
 } from "../tools/mod.ts";
-import { concatParts } from "./messages.ts";
+import { parseMessages, renderContent } from "./messages.ts";
 import type { ChatMessage, ChatTemplate } from "./template.ts";
 
 /** What a chat request asks of the template and the output's parser. */
@@ -127,10 +127,7 @@ export function planChat(template: ChatTemplate, input: ChatRequestInput): ChatP
   return plan;
 }
 
-/** A message's text: its content, or its text parts joined. */
+/** A continued message's text as the template continues it (`render_content`: parts joined by a blank line). */
 function messageText(m: ChatMessage): string {
-  const c = m.content;
-  if (typeof c === "string") return c;
-  if (Array.isArray(c)) return concatParts(c);
-  return "";
+  return renderContent(parseMessages([m])[0]);
 }
