@@ -78,7 +78,8 @@ async function loadModel(args: ChatArgs): Promise<Llm> {
       Llm.load(args.model, {
         contextSize: args.contextSize,
         batchSize: args.batchSize,
-        cacheType: args.cacheType,
+        cacheTypeK: args.cacheTypeK,
+        cacheTypeV: args.cacheTypeV,
         threads: args.threads,
         repack: args.repack,
       })

@@ -128,7 +128,8 @@ async function loadModel(args: RunArgs): Promise<Llm> {
       Llm.load(args.model, {
         contextSize: args.contextSize,
         batchSize: args.batchSize,
-        cacheType: args.cacheType,
+        cacheTypeK: args.cacheTypeK,
+        cacheTypeV: args.cacheTypeV,
         threads: args.threads,
         repack: args.repack,
       })
@@ -193,7 +194,8 @@ function summaryText({ llm, args, result, loadMs, totalMs }: Summary): string {
     row("Generation", t.decodeMs + t.samplingMs, result.tokens.length) +
     row("Total", totalMs) +
     `memory: weights ${mib(m.weightsBytes)} mapped, KV cache ${mib(m.kvCacheBytes)} ` +
-    `(${context.cache.cacheType}), scratch ${mib(m.scratchBytes)}\n`;
+    `(${context.cache.cacheType}, ${context.cache.bytesPerToken} bytes/token), ` +
+    `scratch ${mib(m.scratchBytes)}\n`;
 }
 
 function jsonText({ llm, args, result, loadMs, totalMs }: Summary, prompt?: string): string {

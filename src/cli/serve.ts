@@ -85,6 +85,7 @@ Options:
                            llama-server (default min(model's, 4096) per slot)
   -b, --batch-size N       most tokens per step: one per generating sequence, the rest
                            prefill chunks (default 256; >= --parallel)
+${helpLines(CONTEXT_GROUP.help.filter((h) => h.name.startsWith("cache-type")))}\
 ${helpLines(MODEL_GROUP.help)}${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
       --api-key KEY        require "Authorization: Bearer KEY" (not on /health and /)
       --cors ORIGIN        allow cross-origin requests from ORIGIN (* for any; default none)
@@ -189,6 +190,8 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
       threads: model.threads,
       stepTokens,
       repack: model.repack,
+      cacheTypeK: context.cacheTypeK,
+      cacheTypeV: context.cacheTypeV,
       chatTemplate,
       pooling,
     })
@@ -263,7 +266,7 @@ export const serveCommand: Command = {
   name: "serve",
   summary: "serve a model over HTTP with OpenAI's API (and a chat page)",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP, CONTEXT_GROUP]),
   options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP], {
     host: { type: "string" },
     port: { type: "string" },
@@ -271,6 +274,9 @@ export const serveCommand: Command = {
     np: { type: "string" },
     "ctx-size": CONTEXT_GROUP.options["ctx-size"],
     "batch-size": CONTEXT_GROUP.options["batch-size"],
+    "cache-type": CONTEXT_GROUP.options["cache-type"],
+    "cache-type-k": CONTEXT_GROUP.options["cache-type-k"],
+    "cache-type-v": CONTEXT_GROUP.options["cache-type-v"],
     "api-key": { type: "string" },
     cors: { type: "string" },
     queue: { type: "string" },

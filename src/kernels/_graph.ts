@@ -45,6 +45,7 @@ const OPS = {
     "slot_count",
     "window",
     "scale:f64",
+    "v_type",
   ],
   swiglu: ["out", "gate", "up", "n"],
   add: ["out", "a", "b", "n"],
@@ -54,6 +55,7 @@ const OPS = {
   scale: ["out", "x", "n", "s:f64"],
   gelu: ["out", "x", "n"],
   norm: ["out", "x", "weight", "bias", "n", "tokens", "eps:f64"],
+  hadamard: ["x", "rows", "n"],
 } as const;
 
 /** An op's name. */
@@ -248,6 +250,7 @@ export class GraphRecorder {
     slotCount: number,
     window: number,
     scale: number,
+    vCacheType: number,
   ): void {
     const at = this.#begin("attention", cacheType);
     this.#u(at, F.attention.out, out);
@@ -264,6 +267,7 @@ export class GraphRecorder {
     this.#u(at, F.attention.slot_count, slotCount);
     this.#u(at, F.attention.window, window);
     this.#f(at, F.attention.scale, scale);
+    this.#u(at, F.attention.v_type, vCacheType);
   }
 
   swiglu(out: number, gate: number, up: number, n: number): void {
@@ -321,6 +325,13 @@ export class GraphRecorder {
     this.#u(at, F.scale.x, x);
     this.#u(at, F.scale.n, n);
     this.#f(at, F.scale.s, s);
+  }
+
+  hadamard(x: number, rows: number, n: number): void {
+    const at = this.#begin("hadamard", 0);
+    this.#u(at, F.hadamard.x, x);
+    this.#u(at, F.hadamard.rows, rows);
+    this.#u(at, F.hadamard.n, n);
   }
 
   add(out: number, a: number, b: number, n: number): void {

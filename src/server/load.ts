@@ -19,7 +19,8 @@ import type { ChatTemplateInfo } from "./backend.ts";
  * of {@linkcode LlmOptions} (those a Worker message can carry), and the
  * server's own.
  */
-export interface LoadOptions extends Pick<LlmOptions, "threads" | "repack" | "cacheType"> {
+export interface LoadOptions
+  extends Pick<LlmOptions, "threads" | "repack" | "cacheType" | "cacheTypeK" | "cacheTypeV"> {
   /** Slots (`--parallel`). */
   slots: number;
   /** Positions per slot (`-c`); 0 or absent = min(model context, 4096). */
@@ -60,6 +61,8 @@ export async function loadBackend(
       contextSize: options.contextSize || undefined,
       threads: options.threads,
       cacheType: options.cacheType,
+      cacheTypeK: options.cacheTypeK,
+      cacheTypeV: options.cacheTypeV,
       batchSize: Math.max(options.stepTokens ?? 256, options.slots),
       maxLogits: options.slots, // a batch wants at most one row per sequence
     });
