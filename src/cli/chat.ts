@@ -364,7 +364,7 @@ export const chatCommand: Command = {
   name: "chat",
   summary: "chat with an instruct GGUF model through its chat template",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP, CONTEXT_GROUP]),
   options: optionsOf([
     CHAT_TEMPLATE_GROUP,
     SAMPLING_GROUP,

@@ -307,7 +307,7 @@ export const runCommand: Command = {
   name: "run",
   summary: "generate text from a prompt with a Llama-family GGUF model",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP, CONTEXT_GROUP]),
   options: optionsOf([
     SAMPLING_GROUP,
     GRAMMAR_GROUP,
