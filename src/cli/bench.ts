@@ -30,6 +30,7 @@ Options:
   -r, --repetitions N      timed runs per test after one warm-up (default 5)
   -ctk, --cache-type-k T   KV cache type of K (default f16; see dotllm run --help)
   -ctv, --cache-type-v T   KV cache type of V (default f16)
+      --cache-type T       KV cache type of both K and V (-ctk/-ctv override it)
       --no-repack          compute from the file's pages instead of copying matmul
                            weights at load (into a faster layout for Q4_0/Q4_1/
                            IQ4_NL/Q4_K where the CPU has one, the rest as they are,
