@@ -26,9 +26,9 @@
 //! ring visits the newer positions (cells 0..) before the older ones. `n_ubatch` is
 //! llama.cpp's default, 512 (`cell_ubatch`).
 //!
-//! Work units are a token's rows of one KV head (up to `rows_per_unit` query heads, fewer
-//! when the batch has few rows, so two threads share a decode step): every K and V row is
-//! loaded and converted once for the unit's rows. Each row's result is the same whatever
+//! Work units are a token's rows of one KV head (its query heads, up to `rows_per_unit`;
+//! split further only when there are fewer units than threads): every K and V row is
+//! loaded once for the unit's rows, their scores computed a chunk of keys ahead. Each row's result is the same whatever
 //! unit it is in, so results are bit-identical at every thread count. Scratch is the
 //! worker's stack; nothing is allocated.
 const std = @import("std");
@@ -96,15 +96,52 @@ pub fn takes(k: types.Type, v: types.Type) bool {
     return !(k == v and (k == .F32 or k == .F16));
 }
 
-/// How V is accumulated: F32 rows directly, F16 in an F16 accumulator, else converted.
-const VMode = enum { f32, f16, convert };
+/// How V is accumulated: F32 rows directly, F16 in an F16 accumulator, Q8_0 and Q4_0
+/// converted block by block in registers (the same products as their `to_float`), the
+/// others converted into a row first.
+const VMode = enum { f32, f16, q8_0, q4_0, convert };
 
 fn vModeOf(t: types.Type) VMode {
     return switch (t) {
         .F32 => .f32,
         .F16 => .f16,
+        .Q8_0 => .q8_0,
+        .Q4_0 => .q4_0,
         else => .convert,
     };
+}
+
+/// acc[i] = fma(v[i], w, acc[i]) with v the Q8_0 row at `v` (v = q·d, dequantize_row_q8_0).
+inline fn madQ8_0(acc: []f32, v: [*]const u8, w: f32) void {
+    const blocks: [*]align(1) const quant.BlockQ8_0 = @ptrCast(v);
+    for (0..acc.len / 32) |b| {
+        const d: V8 = @splat(@as(f32, blocks[b].d));
+        inline for (0..4) |j| {
+            const q: @Vector(8, i8) = blocks[b].qs[j * 8 ..][0..8].*;
+            const x = @as(V8, @floatFromInt(q)) * d;
+            const at = acc[b * 32 + j * 8 ..][0..8];
+            at.* = @mulAdd(V8, x, @splat(w), at.*);
+        }
+    }
+}
+
+/// acc[i] = fma(v[i], w, acc[i]) with v the Q4_0 row at `v` (v = (code − 8)·d, element j
+/// of a block the low nibble of byte j, element j + 16 its high nibble).
+inline fn madQ4_0(acc: []f32, v: [*]const u8, w: f32) void {
+    const Block = types.Entry(.Q4_0).Block;
+    const blocks: [*]align(1) const Block = @ptrCast(v);
+    for (0..acc.len / 32) |b| {
+        const d: V8 = @splat(@as(f32, blocks[b].d));
+        inline for (0..2) |j| {
+            const bytes: @Vector(8, u8) = blocks[b].qs[j * 8 ..][0..8].*;
+            const lo: @Vector(8, i32) = @as(@Vector(8, i32), bytes & @as(@Vector(8, u8), @splat(0x0F))) - @as(@Vector(8, i32), @splat(8));
+            const hi: @Vector(8, i32) = @as(@Vector(8, i32), bytes >> @splat(4)) - @as(@Vector(8, i32), @splat(8));
+            const at_lo = acc[b * 32 + j * 8 ..][0..8];
+            const at_hi = acc[b * 32 + 16 + j * 8 ..][0..8];
+            at_lo.* = @mulAdd(V8, @as(V8, @floatFromInt(lo)) * d, @splat(w), at_lo.*);
+            at_hi.* = @mulAdd(V8, @as(V8, @floatFromInt(hi)) * d, @splat(w), at_hi.*);
+        }
+    }
 }
 
 /// The float element of a float cache type.
@@ -148,15 +185,23 @@ fn ActOf(comptime kt: types.Type) type {
 fn dotQ8_0(k: []align(1) const quant.BlockQ8_0, a: []align(1) const quant_act.Q8_0.Block) f32 {
     var acc: V8 = @splat(0);
     for (k, a) |kb, ab| {
-        const x: @Vector(32, i32) = @as(@Vector(32, i8), kb.qs);
-        const y: @Vector(32, i32) = @as(@Vector(32, i8), ab.qs);
-        const products: [32]i32 = x * y;
-        var lanes: [8]i32 = undefined;
-        for (0..8) |g| lanes[g] = (products[4 * g] + products[4 * g + 1]) + (products[4 * g + 2] + products[4 * g + 3]);
+        // Products fit i16 (|q| <= 127); the lanes are exact integer sums in any order.
+        const x: @Vector(32, i16) = @as(@Vector(32, i8), kb.qs);
+        const y: @Vector(32, i16) = @as(@Vector(32, i8), ab.qs);
+        const p = x * y;
+        const even: @Vector(16, i32) = @shuffle(i16, p, undefined, evens(16));
+        const odd: @Vector(16, i32) = @shuffle(i16, p, undefined, evens(16) + @as(@Vector(16, i32), @splat(1)));
+        const pairs = even + odd;
+        const lanes = @shuffle(i32, pairs, undefined, evens(8)) + @shuffle(i32, pairs, undefined, evens(8) + @as(@Vector(8, i32), @splat(1)));
         const d = @as(f32, kb.d) * @as(f32, ab.d);
-        acc = @mulAdd(V8, @splat(d), @as(V8, @floatFromInt(@as(@Vector(8, i32), lanes))), acc);
+        acc = @mulAdd(V8, @splat(d), @as(V8, @floatFromInt(lanes)), acc);
     }
     return simd.hsum(8, f32, acc);
+}
+
+/// 0, 2, 4, … (n lanes).
+fn evens(comptime n: usize) @Vector(n, i32) {
+    return std.simd.iota(i32, n) * @as(@Vector(n, i32), @splat(2));
 }
 
 /// s = vec_dot(K's head segment at `k`, q converted by `convertQ`) of `n` elements.
@@ -213,6 +258,16 @@ inline fn scaleF16(acc: []f16, w: f32) void {
     for (acc) |*a| a.* = @floatCast(@as(f32, a.*) * w);
 }
 
+/// Keys whose scores `attendUnit` computes before visiting them.
+const score_chunk = 16;
+/// Keys ahead whose K and V rows `attendUnit` prefetches.
+const prefetch_keys_ahead = 8;
+
+inline fn prefetchBytes(at: [*]const u8, bytes: usize) void {
+    var offset: usize = 0;
+    while (offset < bytes) : (offset += 64) @prefetch(at + offset, .{ .locality = 3 });
+}
+
 /// Rows h0 .. h0+nh (query heads of KV head g) of token t.
 fn attendUnit(comptime kt: types.Type, comptime vm: VMode, job: *const Job, t: usize, g: usize, h0: usize, nh: usize) void {
     const n = job.head_dim;
@@ -233,34 +288,58 @@ fn attendUnit(comptime kt: types.Type, comptime vm: VMode, job: *const Job, t: u
     }
     const slot_base = @as(usize, @intCast(job.slots[t])) * job.slot_rows;
     const segments = job.segments(t);
+    // Scores do not depend on the softmax state: each chunk's are computed first (so the
+    // dot products of neighbouring keys overlap), then the keys are visited in order.
+    var scores: [rows_per_unit][score_chunk]f32 = undefined;
     for (segments) |seg| {
-        var p = seg[0];
-        while (p <= seg[1]) : (p += 1) {
-            const row = slot_base + @as(usize, @intCast(p)) % job.slot_rows;
-            const k = job.k + row * k_row + g * k_head;
-            const v = job.v + row * v_row + g * v_head;
-            const vf: [*]const f32 = switch (vm) {
-                .f32 => @ptrCast(@alignCast(v)),
-                .convert => blk: {
-                    toFloat(job.v_type, v, v32[0..n]);
-                    break :blk &v32;
-                },
-                .f16 => undefined,
-            };
-            for (0..nh) |r| {
-                const s = score(kt, k, &q_conv[r], n) * job.scale;
-                const m_old = m[r];
-                var ms: f32 = 1;
-                var vs: f32 = 1;
-                if (s > m_old) {
-                    m[r] = s;
-                    ms = expf(m_old - s);
-                    if (vm == .f16) scaleF16(acc16[r][0..n], ms) else scaleF32(acc[r][0..n], ms);
-                } else {
-                    vs = expf(s - m_old);
+        var c0 = seg[0];
+        while (c0 <= seg[1]) : (c0 += score_chunk) {
+            const count: usize = @intCast(@min(score_chunk, seg[1] - c0 + 1));
+            for (0..count) |j| {
+                const p = c0 + @as(isize, @intCast(j));
+                const row = slot_base + @as(usize, @intCast(p)) % job.slot_rows;
+                const k = job.k + row * k_row + g * k_head;
+                if (p + prefetch_keys_ahead <= seg[1]) {
+                    // The rows a few keys ahead (a strided walk the hardware prefetcher
+                    // follows poorly); no arithmetic changes.
+                    const ahead = slot_base + @as(usize, @intCast(p + prefetch_keys_ahead)) % job.slot_rows;
+                    prefetchBytes(job.k + ahead * k_row + g * k_head, k_head);
+                    prefetchBytes(job.v + ahead * v_row + g * v_head, v_head);
                 }
-                if (vm == .f16) madF16(acc16[r][0..n], @ptrCast(v), vs) else madF32(acc[r][0..n], vf, vs);
-                s_sum[r] = @mulAdd(f32, s_sum[r], ms, vs);
+                for (0..nh) |r| scores[r][j] = score(kt, k, &q_conv[r], n) * job.scale;
+            }
+            for (0..count) |j| {
+                const p = c0 + @as(isize, @intCast(j));
+                const row = slot_base + @as(usize, @intCast(p)) % job.slot_rows;
+                const v = job.v + row * v_row + g * v_head;
+                const vf: [*]const f32 = switch (vm) {
+                    .f32 => @ptrCast(@alignCast(v)),
+                    .convert => blk: {
+                        toFloat(job.v_type, v, v32[0..n]);
+                        break :blk &v32;
+                    },
+                    .f16, .q8_0, .q4_0 => undefined,
+                };
+                for (0..nh) |r| {
+                    const s = scores[r][j];
+                    const m_old = m[r];
+                    var ms: f32 = 1;
+                    var vs: f32 = 1;
+                    if (s > m_old) {
+                        m[r] = s;
+                        ms = expf(m_old - s);
+                        if (vm == .f16) scaleF16(acc16[r][0..n], ms) else scaleF32(acc[r][0..n], ms);
+                    } else {
+                        vs = expf(s - m_old);
+                    }
+                    switch (vm) {
+                        .f16 => madF16(acc16[r][0..n], @ptrCast(v), vs),
+                        .q8_0 => madQ8_0(acc[r][0..n], v, vs),
+                        .q4_0 => madQ4_0(acc[r][0..n], v, vs),
+                        .f32, .convert => madF32(acc[r][0..n], vf, vs),
+                    }
+                    s_sum[r] = @mulAdd(f32, s_sum[r], ms, vs);
+                }
             }
         }
     }
@@ -299,10 +378,11 @@ fn attendRange(comptime kt: types.Type, comptime vm: VMode, job: *const Job, beg
 pub fn flashAttention(pool: *Pool, job_in: Job) Status {
     var job = job_in;
     const group = job.heads / job.kv_heads;
-    // Enough units for the threads to share (4 per thread), as few rows apart as that allows.
-    const wanted = 4 * @as(usize, pool.thread_count);
-    const units_of_one = job.tokens * job.heads;
-    job.unit_rows = std.math.clamp(units_of_one / wanted, 1, @min(group, rows_per_unit));
+    // A unit attends a KV head's whole group of query heads (each K and V row is read once
+    // for them), split only as far as it takes to give every thread a unit.
+    const threads: usize = pool.thread_count;
+    const splits = std.math.clamp((threads + job.tokens * job.kv_heads - 1) / (job.tokens * job.kv_heads), 1, group);
+    job.unit_rows = @min(rows_per_unit, (group + splits - 1) / splits);
     var keys: usize = 0;
     for (0..job.tokens) |t| {
         const s = job.segments(t);
