@@ -379,9 +379,10 @@ pub fn flashAttention(pool: *Pool, job_in: Job) Status {
     var job = job_in;
     const group = job.heads / job.kv_heads;
     // A unit attends a KV head's whole group of query heads (each K and V row is read once
-    // for them), split only as far as it takes to give every thread a unit.
+    // for them), split only as far as it takes to give every thread two units (a decode
+    // step of 3 KV heads on 2 threads: 6 units of 2 and 1 rows, not 3 units split 2:1).
     const threads: usize = pool.thread_count;
-    const splits = std.math.clamp((threads + job.tokens * job.kv_heads - 1) / (job.tokens * job.kv_heads), 1, group);
+    const splits = std.math.clamp((2 * threads + job.tokens * job.kv_heads - 1) / (job.tokens * job.kv_heads), 1, group);
     job.unit_rows = @min(rows_per_unit, (group + splits - 1) / splits);
     var keys: usize = 0;
     for (0..job.tokens) |t| {
