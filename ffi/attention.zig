@@ -176,7 +176,7 @@ inline fn laneSum(v: V16) f32 {
 }
 
 /// q·k as ggml's mul_mat computes one kq element (q already rounded to the cache type).
-inline fn score(comptime T: type, comptime mode: Mode, q: [*]const f32, k: [*]const T, n: usize) f32 {
+pub inline fn score(comptime T: type, comptime mode: Mode, q: [*]const f32, k: [*]const T, n: usize) f32 {
     switch (mode) {
         .gemm => {
             var acc: V16 = @splat(0);

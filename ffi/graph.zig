@@ -23,6 +23,8 @@ const pool_zig = @import("pool.zig");
 const types = @import("types.zig");
 const ops = @import("ops.zig");
 const attention = @import("attention.zig");
+const flash = @import("flash_attention.zig");
+const kv_types = @import("kv_types.zig");
 const arch_ops = @import("arch_ops.zig");
 
 const Pool = pool_zig.Pool;
@@ -54,7 +56,11 @@ pub const Matmul = extern struct { out: u64, weight: u64, x: u64, rows: u64, col
 pub const Rmsnorm = extern struct { out: u64, x: u64, weight: u64, n: u64, tokens: u64, eps: f64 };
 pub const Rope = extern struct { x: u64, positions: u64, tokens: u64, heads: u64, head_dim: u64, rope_dims: u64, freq_factors: u64, neox: u64, freq_base: f64 };
 pub const StoreKv = extern struct { cache: u64, src: u64, positions: u64, slots: u64, tokens: u64, kv_dim: u64, slot_rows: u64, slot_count: u64 };
-pub const Attention = extern struct { out: u64, q: u64, k: u64, v: u64, positions: u64, slots: u64, tokens: u64, heads: u64, kv_heads: u64, head_dim: u64, slot_rows: u64, slot_count: u64, window: u64, scale: f64, alone: u64 };
+/// `type` is K's cache type; `mode` holds V's (kv_types.zig) in its low 32 bits and, in
+/// bit 32, `alone`: every token attends in the order of a token decoded alone (speculation's
+/// verify batches). Equal F32 or F16 types take attention.zig's kernel, every other pair
+/// flash_attention.zig's (whose order is already each token's own).
+pub const Attention = extern struct { out: u64, q: u64, k: u64, v: u64, positions: u64, slots: u64, tokens: u64, heads: u64, kv_heads: u64, head_dim: u64, slot_rows: u64, slot_count: u64, window: u64, scale: f64, mode: u64 };
 pub const Swiglu = extern struct { out: u64, gate: u64, up: u64, n: u64 };
 pub const Add = extern struct { out: u64, a: u64, b: u64, n: u64 };
 /// out = gelu_tanh(gate) · up (Gemma's GeGLU, ggml's F16-table GELU).
@@ -67,6 +73,9 @@ pub const Scale = extern struct { out: u64, x: u64, n: u64, s: f64 };
 pub const Gelu = extern struct { out: u64, x: u64, n: u64 };
 /// out[t] = (x[t] − mean) / √(var + eps) · weight + bias, rows of n (BERT's layer norm).
 pub const Norm = extern struct { out: u64, x: u64, weight: u64, bias: u64, n: u64, tokens: u64, eps: f64 };
+/// x[r] = H·x[r] for `rows` runs of `n` values (n a power of two): the rotation around a
+/// quantized KV cache (kv_types.zig).
+pub const Hadamard = extern struct { x: u64, rows: u64, n: u64 };
 pub const GetRows = extern struct { out: u64, table: u64, ids: u64, count: u64, row_length: u64, row_count: u64 };
 
 /// Op codes and their argument structs.
@@ -84,6 +93,7 @@ pub const OpCode = enum(u32) {
     scale = 11,
     gelu = 12,
     norm = 13,
+    hadamard = 14,
 
     fn Args(comptime code: OpCode) type {
         return switch (code) {
@@ -100,6 +110,7 @@ pub const OpCode = enum(u32) {
             .scale => Scale,
             .gelu => Gelu,
             .norm => Norm,
+            .hadamard => Hadamard,
         };
     }
 };
@@ -153,8 +164,10 @@ fn finite(value: f64) Check!void {
     if (!std.math.isFinite(value)) return error.BadCount;
 }
 
-fn cacheType(id: u32) Check!void {
-    if (id != types.F32.ggml_type and id != types.F16.ggml_type) return error.BadType;
+/// A cache type whose rows of `elements` are whole blocks.
+fn cacheType(id: u64, elements: u64) Check!void {
+    const t = kv_types.fromId(std.math.cast(u32, id) orelse return error.BadType) orelse return error.BadType;
+    if (types.rowBytes(t, elements) == null) return error.BadCount;
 }
 
 /// Every positions[t] >= 0 and slots[t] < slot_count (read, not trusted).
@@ -209,9 +222,9 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
         },
         .store_kv => {
             const a = op.as(.store_kv);
-            try cacheType(op.type);
             const tokens = try count(a.tokens, 1, tokens_max);
             const kv_dim = try count(a.kv_dim, 1, dim_max);
+            try cacheType(op.type, kv_dim);
             const slot_rows = try count(a.slot_rows, 1, dim_max);
             const slot_count = try count(a.slot_count, 1, dim_max);
             _ = try product(try product(slot_rows, slot_count), kv_dim);
@@ -222,16 +235,18 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
         },
         .attention => {
             const a = op.as(.attention);
-            try cacheType(op.type);
             const tokens = try count(a.tokens, 1, tokens_max);
             const heads = try count(a.heads, 1, dim_max);
             const kv_heads = try count(a.kv_heads, 1, heads);
             const head_dim = try count(a.head_dim, 1, head_dim_max);
+            // Each head is a whole number of blocks of both types.
+            try cacheType(op.type, head_dim);
+            try cacheType(a.mode & 0xffff_ffff, head_dim);
             if (heads % kv_heads != 0) return error.BadCount;
             const slot_rows = try count(a.slot_rows, 1, dim_max);
             const slot_count = try count(a.slot_count, 1, dim_max);
             const window = try count(a.window, 0, slot_rows);
-            _ = try count(a.alone, 0, 1);
+            _ = try count(a.mode >> 32, 0, 1); // alone
             _ = try product(try product(slot_rows, slot_count), kv_heads * head_dim);
             _ = try product(tokens, heads * head_dim);
             try finite(a.scale);
@@ -295,6 +310,13 @@ fn validate(op: *const Op, pool: *const Pool) Check!void {
             try address(f32, a.x);
             try address(f32, a.weight);
             try address(f32, a.bias);
+        },
+        .hadamard => {
+            const a = op.as(.hadamard);
+            const width = try count(a.n, 2, head_dim_max);
+            if (!std.math.isPowerOfTwo(width)) return error.BadCount;
+            _ = try product(try count(a.rows, 1, elements_max), width);
+            try address(f32, a.x);
         },
         .get_rows => {
             const a = op.as(.get_rows);
@@ -367,13 +389,34 @@ fn runAttention(comptime T: type, pool: *Pool, op: *const Op) Status {
         .slot_rows = n(a.slot_rows),
         .window = n(a.window),
         .scale = @floatCast(a.scale),
-        .alone = a.alone != 0,
+        .alone = a.mode >> 32 != 0,
     });
 }
 
 fn storeKv(comptime T: type, op: *const Op) void {
     const a = op.as(.store_kv);
     ops.storeKv(T, ptr([*]T, a.cache), ptr([*]const f32, a.src), ptr([*]const i32, a.positions), ptr([*]const i32, a.slots), n(a.tokens), n(a.kv_dim), n(a.slot_rows));
+}
+
+fn runFlashAttention(pool: *Pool, op: *const Op) Status {
+    const a = op.as(.attention);
+    return flash.flashAttention(pool, .{
+        .out = ptr([*]f32, a.out),
+        .q = ptr([*]const f32, a.q),
+        .k = ptr([*]const u8, a.k),
+        .v = ptr([*]const u8, a.v),
+        .positions = ptr([*]const i32, a.positions),
+        .slots = ptr([*]const i32, a.slots),
+        .tokens = n(a.tokens),
+        .heads = n(a.heads),
+        .kv_heads = n(a.kv_heads),
+        .head_dim = n(a.head_dim),
+        .slot_rows = n(a.slot_rows),
+        .window = n(a.window),
+        .scale = @floatCast(a.scale),
+        .k_type = kv_types.fromId(op.type).?,
+        .v_type = kv_types.fromId(@intCast(a.mode & 0xffff_ffff)).?,
+    });
 }
 
 fn runOp(pool: *Pool, op: *const Op, act: *ActState) Status {
@@ -401,10 +444,20 @@ fn runOp(pool: *Pool, op: *const Op, act: *ActState) Status {
             });
         },
         .store_kv => {
-            if (f16_cache) storeKv(f16, op) else storeKv(f32, op);
+            const a = op.as(.store_kv);
+            switch (kv_types.fromId(op.type).?) {
+                .F16 => storeKv(f16, op),
+                .F32 => storeKv(f32, op),
+                else => |t| kv_types.storeKv(t, ptr([*]u8, a.cache), ptr([*]const f32, a.src), ptr([*]const i32, a.positions), ptr([*]const i32, a.slots), n(a.tokens), n(a.kv_dim), n(a.slot_rows)),
+            }
             return .ok;
         },
-        .attention => return if (f16_cache) runAttention(f16, pool, op) else runAttention(f32, pool, op),
+        .attention => {
+            const k_type = kv_types.fromId(op.type).?;
+            const v_type = kv_types.fromId(@intCast(op.as(.attention).mode & 0xffff_ffff)).?;
+            if (flash.takes(k_type, v_type)) return runFlashAttention(pool, op);
+            return if (f16_cache) runAttention(f16, pool, op) else runAttention(f32, pool, op);
+        },
         .swiglu => {
             const a = op.as(.swiglu);
             return ops.swiglu(pool, ptr([*]f32, a.out), ptr([*]const f32, a.gate), ptr([*]const f32, a.up), n(a.n));
@@ -432,6 +485,10 @@ fn runOp(pool: *Pool, op: *const Op, act: *ActState) Status {
         .norm => {
             const a = op.as(.norm);
             return arch_ops.norm(pool, ptr([*]f32, a.out), ptr([*]const f32, a.x), ptr([*]const f32, a.weight), ptr([*]const f32, a.bias), n(a.n), n(a.tokens), @floatCast(a.eps));
+        },
+        .hadamard => {
+            const a = op.as(.hadamard);
+            return kv_types.hadamard(pool, ptr([*]f32, a.x), n(a.rows), n(a.n));
         },
         .get_rows => {
             const a = op.as(.get_rows);
@@ -539,7 +596,7 @@ fn layerOps(buffers: anytype, weight_type: u32, w: u64, tokens: usize) [8]Op {
         opOf(.matmul, weight_type, .{ .out = addr(&buffers.q), .weight = w, .x = addr(&buffers.xb), .rows = c, .cols = c, .tokens = tokens }),
         opOf(.rope, 0, .{ .x = addr(&buffers.q), .positions = addr(&buffers.positions), .tokens = tokens, .heads = 4, .head_dim = c / 4, .rope_dims = c / 4, .freq_factors = 0, .neox = 0, .freq_base = 10000 }),
         opOf(.store_kv, 1, .{ .cache = addr(&buffers.k_cache), .src = addr(&buffers.q), .positions = addr(&buffers.positions), .slots = addr(&buffers.slots), .tokens = tokens, .kv_dim = c, .slot_rows = 64, .slot_count = 1 }),
-        opOf(.attention, 1, .{ .out = addr(&buffers.att), .q = addr(&buffers.q), .k = addr(&buffers.k_cache), .v = addr(&buffers.k_cache), .positions = addr(&buffers.positions), .slots = addr(&buffers.slots), .tokens = tokens, .heads = 4, .kv_heads = 4, .head_dim = c / 4, .slot_rows = 64, .slot_count = 1, .window = 0, .scale = 0.25 }),
+        opOf(.attention, 1, .{ .out = addr(&buffers.att), .q = addr(&buffers.q), .k = addr(&buffers.k_cache), .v = addr(&buffers.k_cache), .positions = addr(&buffers.positions), .slots = addr(&buffers.slots), .tokens = tokens, .heads = 4, .kv_heads = 4, .head_dim = c / 4, .slot_rows = 64, .slot_count = 1, .window = 0, .scale = 0.25, .mode = 1 }),
         opOf(.add, 0, .{ .out = addr(&buffers.x), .a = addr(&buffers.x), .b = addr(&buffers.att), .n = c * tokens }),
         opOf(.swiglu, 0, .{ .out = addr(&buffers.xb), .gate = addr(&buffers.x), .up = addr(&buffers.att), .n = c * tokens }),
     };
@@ -632,10 +689,11 @@ test "a malformed op anywhere in a graph is refused with its error and nothing r
         .{ .op = opOf(.rope, 0, .{ .x = addr(&x), .positions = addr(&positions), .tokens = 2, .heads = 1, .head_dim = 1024, .rope_dims = 8, .freq_factors = 0, .neox = 0, .freq_base = 10000 }), .want = .bad_count },
         .{ .op = opOf(.rope, 0, .{ .x = addr(&x), .positions = addr(&positions), .tokens = 2, .heads = 1, .head_dim = 8, .rope_dims = 8, .freq_factors = 0, .neox = 0, .freq_base = std.math.nan(f64) }), .want = .bad_count },
         .{ .op = opOf(.store_kv, 1, .{ .cache = addr(&x), .src = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = 2, .kv_dim = 8, .slot_rows = 4, .slot_count = 1 }), .want = .bad_index },
-        .{ .op = opOf(.store_kv, 8, .{ .cache = addr(&x), .src = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = 2, .kv_dim = 8, .slot_rows = 4, .slot_count = 2 }), .want = .bad_type },
-        .{ .op = opOf(.attention, 0, .{ .out = addr(&x), .q = addr(&x), .k = addr(&x), .v = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = 2, .heads = 3, .kv_heads = 2, .head_dim = 4, .slot_rows = 4, .slot_count = 2, .window = 0, .scale = 1 }), .want = .bad_count },
-        .{ .op = opOf(.attention, 0, .{ .out = addr(&x), .q = addr(&x), .k = addr(&x), .v = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = 2, .heads = 2, .kv_heads = 2, .head_dim = 4, .slot_rows = 1, .slot_count = 2, .window = 0, .scale = 1 }), .want = .bad_index },
-        .{ .op = opOf(.attention, 0, .{ .out = addr(&x), .q = addr(&x), .k = addr(&x), .v = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = huge, .heads = 2, .kv_heads = 2, .head_dim = 4, .slot_rows = 4, .slot_count = 2, .window = 0, .scale = 1 }), .want = .bad_count },
+        // Q4_K (12) is no cache type
+        .{ .op = opOf(.store_kv, 12, .{ .cache = addr(&x), .src = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = 2, .kv_dim = 8, .slot_rows = 4, .slot_count = 2 }), .want = .bad_type },
+        .{ .op = opOf(.attention, 0, .{ .out = addr(&x), .q = addr(&x), .k = addr(&x), .v = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = 2, .heads = 3, .kv_heads = 2, .head_dim = 4, .slot_rows = 4, .slot_count = 2, .window = 0, .scale = 1, .mode = 0 }), .want = .bad_count },
+        .{ .op = opOf(.attention, 0, .{ .out = addr(&x), .q = addr(&x), .k = addr(&x), .v = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = 2, .heads = 2, .kv_heads = 2, .head_dim = 4, .slot_rows = 1, .slot_count = 2, .window = 0, .scale = 1, .mode = 0 }), .want = .bad_index },
+        .{ .op = opOf(.attention, 0, .{ .out = addr(&x), .q = addr(&x), .k = addr(&x), .v = addr(&x), .positions = addr(&positions), .slots = addr(&bad_slot), .tokens = huge, .heads = 2, .kv_heads = 2, .head_dim = 4, .slot_rows = 4, .slot_count = 2, .window = 0, .scale = 1, .mode = 0 }), .want = .bad_count },
     };
     for (cases) |case| {
         const pair = [_]Op{ good, case.op };

@@ -54,4 +54,6 @@ test {
     _ = @import("quant_q4_1_tile.zig");
     _ = @import("quant_k_test.zig");
     _ = @import("repack.zig");
+    _ = @import("kv_types.zig");
+    _ = @import("flash_attention.zig");
 }

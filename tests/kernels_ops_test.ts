@@ -270,7 +270,7 @@ Deno.test("storeKv writes F32 and F16 rows at each token's slot and position", (
   assert.deepEqual(h.subarray(5 * kvDim, 7 * kvDim), f.subarray(kvDim));
   assert.throws(
     () =>
-      k.storeKv(GgmlType.Q8_0, c16.address, sb.address, pb.address, slots.address, 1, kvDim, 5, 2),
+      k.storeKv(GgmlType.Q4_K, c16.address, sb.address, pb.address, slots.address, 1, kvDim, 5, 2),
     /Unsupported/,
   );
   // A slot outside the cache is refused by the library before anything is written.

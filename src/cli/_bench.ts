@@ -27,6 +27,19 @@ export interface BenchCase {
   readonly depth?: number;
   /** Weights repacked at load (llama-bench's `--repack`); default true. */
   readonly repack?: boolean;
+  /** KV cache types of K and V (llama-bench's `-ctk`/`-ctv`); default f16. */
+  readonly cacheTypeK?: string;
+  readonly cacheTypeV?: string;
+}
+
+/**
+ * llama-bench's cache type flags for `c`: none for the default F16 cache, else `-ctk`,
+ * `-ctv` and `-fa 1` (llama.cpp quantizes V only with flash attention).
+ */
+function cacheTypeArgs(c: BenchCase): string[] {
+  const k = c.cacheTypeK ?? "f16", v = c.cacheTypeV ?? "f16";
+  if (k === "f16" && v === "f16") return [];
+  return ["-ctk", k, "-ctv", v, "-fa", "1"];
 }
 
 /** Tok/s statistics of one side of a cell. */
@@ -138,6 +151,7 @@ export function benchLlamaCpp(
     "-r",
     String(repetitions),
     ...(c.repack === false ? ["--repack", "0"] : []),
+    ...cacheTypeArgs(c),
     "-o",
     "json",
   ];

@@ -9,7 +9,7 @@ import {
   benchTable,
 } from "./_bench.ts";
 import { Context, Model } from "../model/mod.ts";
-import { modelPath } from "./options.ts";
+import { aliasesOf, CONTEXT_GROUP, modelPath, parseContextOptions } from "./options.ts";
 import { type Command, type OptionValues, UsageError } from "./command.ts";
 import { writeStderr, writeStdout } from "./io.ts";
 
@@ -28,6 +28,9 @@ Options:
                            row, untimed
   -t, --threads LIST       thread counts (default: every CPU)
   -r, --repetitions N      timed runs per test after one warm-up (default 5)
+  -ctk, --cache-type-k T   KV cache type of K (default f16; see dotllm run --help)
+  -ctv, --cache-type-v T   KV cache type of V (default f16)
+      --cache-type T       KV cache type of both K and V (-ctk/-ctv override it)
       --no-repack          compute from the file's pages instead of copying matmul
                            weights at load (into a faster layout for Q4_0/Q4_1/
                            IQ4_NL/Q4_K where the CPU has one, the rest as they are,
@@ -62,6 +65,7 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
   const threadList = integerList("-t", values.threads ?? String(availableParallelism()), 1);
   const [repetitions] = integerList("-r", values.repetitions ?? "5", 1);
   const llamaBench = values["llama-bench"] as string | undefined;
+  const { cacheTypeK, cacheTypeV } = parseContextOptions(values);
   if (prompts.length + gens.length === 0) throw new UsageError("nothing to run: -p and -n are 0");
 
   const rows: BenchRow[] = [];
@@ -72,7 +76,14 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
     const model = Model.load(path, { repack });
     let context: Context | undefined;
     try {
-      context = new Context(model, { threads, contextSize, batchSize: 512, maxLogits: 1 });
+      context = new Context(model, {
+        threads,
+        contextSize,
+        batchSize: 512,
+        maxLogits: 1,
+        cacheTypeK,
+        cacheTypeV,
+      });
       const c = model.config;
       const sizeMiB = context.memory.weightsBytes / (1 << 20);
       modelLine = `${c.architecture} ${c.blockCount}L ${c.embeddingLength}d ` +
@@ -80,10 +91,26 @@ async function run(values: OptionValues, positionals: string[]): Promise<number>
       // llama-bench's order: each test at every depth.
       const cases: BenchCase[] = [
         ...prompts.flatMap((n) =>
-          depths.map((depth) => ({ kind: "pp" as const, tokenCount: n, threads, depth, repack }))
+          depths.map((depth) => ({
+            kind: "pp" as const,
+            tokenCount: n,
+            threads,
+            depth,
+            repack,
+            cacheTypeK,
+            cacheTypeV,
+          }))
         ),
         ...gens.flatMap((n) =>
-          depths.map((depth) => ({ kind: "tg" as const, tokenCount: n, threads, depth, repack }))
+          depths.map((depth) => ({
+            kind: "tg" as const,
+            tokenCount: n,
+            threads,
+            depth,
+            repack,
+            cacheTypeK,
+            cacheTypeV,
+          }))
         ),
       ];
       for (const benchCase of cases) {
@@ -122,7 +149,11 @@ export const benchCommand: Command = {
   name: "bench",
   summary: "measure prompt and generation speed (llama-bench style)",
   usage,
+  aliases: aliasesOf([CONTEXT_GROUP]),
   options: {
+    "cache-type": CONTEXT_GROUP.options["cache-type"],
+    "cache-type-k": CONTEXT_GROUP.options["cache-type-k"],
+    "cache-type-v": CONTEXT_GROUP.options["cache-type-v"],
     "n-prompt": { type: "string", short: "p" },
     "n-gen": { type: "string", short: "n" },
     "n-depth": { type: "string", short: "d" },

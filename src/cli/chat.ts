@@ -135,7 +135,8 @@ async function loadModel(args: ChatArgs): Promise<Llm> {
       Llm.load(args.model, {
         contextSize: args.contextSize,
         batchSize: args.batchSize,
-        cacheType: args.cacheType,
+        cacheTypeK: args.cacheTypeK,
+        cacheTypeV: args.cacheTypeV,
         threads: args.threads,
         repack: args.repack,
       })
@@ -431,7 +432,7 @@ export const chatCommand: Command = {
   name: "chat",
   summary: "chat with an instruct GGUF model through its chat template",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP]),
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP, CONTEXT_GROUP]),
   options: optionsOf([
     CHAT_TEMPLATE_GROUP,
     SAMPLING_GROUP,

@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { type Command, UsageError } from "./command.ts";
 import { writeStdout } from "./io.ts";
 import {
+  aliasesOf,
   CONTEXT_GROUP,
   helpLines,
   MODEL_ARG_HELP,
@@ -47,6 +48,7 @@ export const embedCommand: Command = {
   name: "embed",
   summary: "print the embeddings of texts",
   usage: USAGE,
+  aliases: aliasesOf([CONTEXT_GROUP]),
   options: optionsOf([MODEL_GROUP, CONTEXT_GROUP], {
     prompt: { type: "string", short: "p", multiple: true },
     pooling: { type: "string" },

@@ -31,7 +31,7 @@ import {
   type SpeculationType,
 } from "../generation/mod.ts";
 import { resolveModel } from "../hub/resolve.ts";
-import type { CacheType } from "../model/mod.ts";
+import { CACHE_TYPES, type CacheType, isCacheType } from "../model/mod.ts";
 import {
   checkSeed,
   DEFAULT_SAMPLER_PARAMS,
@@ -238,13 +238,16 @@ export function parseModelOptions(values: OptionValues): ModelOptions {
 // ---------------------------------------------------------------------------
 // CONTEXT
 
-/** `-c`, `-b`, `--cache-type`. */
+/** `-c`, `-b`, `--cache-type`, `-ctk`, `-ctv`. */
 export const CONTEXT_GROUP: OptionGroup = {
   options: {
     "ctx-size": { type: "string", short: "c" },
     "batch-size": { type: "string", short: "b" },
     "cache-type": { type: "string" },
+    "cache-type-k": { type: "string" },
+    "cache-type-v": { type: "string" },
   },
+  aliases: { "-ctk": "--cache-type-k", "-ctv": "--cache-type-v" },
   help: [
     {
       name: "ctx-size",
@@ -257,9 +260,19 @@ export const CONTEXT_GROUP: OptionGroup = {
       text: ["prompt tokens per batch (default 512)"],
     },
     {
+      name: "cache-type-k",
+      flag: "-ctk, --cache-type-k T",
+      text: [`KV cache type of K: ${CACHE_TYPES.join(", ")} (default f16)`],
+    },
+    {
+      name: "cache-type-v",
+      flag: "-ctv, --cache-type-v T",
+      text: ["KV cache type of V, as -ctk (default f16)"],
+    },
+    {
       name: "cache-type",
       flag: "    --cache-type T",
-      text: ["KV cache type, f16 or f32 (default f16)"],
+      text: ["KV cache type of both K and V (-ctk/-ctv override it)"],
     },
   ],
 };
@@ -269,19 +282,30 @@ export interface ContextOptions {
   /** 0 = the model's; undefined = min(model's, 4096). */
   contextSize?: number;
   batchSize?: number;
-  cacheType: CacheType;
+  cacheTypeK: CacheType;
+  cacheTypeV: CacheType;
 }
 
-/** Parses the context group (`--cache-type` is a choice, checked here). */
-export function parseContextOptions(values: OptionValues): ContextOptions {
-  const cacheType = str(values, "cache-type") ?? "f16";
-  if (cacheType !== "f16" && cacheType !== "f32") {
-    throw new UsageError(`--cache-type must be f16 or f32, got "${cacheType}"`);
+/** A cache type option's value, or a usage error naming the valid ones. */
+function cacheTypeOption(values: OptionValues, name: string, fallback: CacheType): CacheType {
+  const value = str(values, name);
+  if (value === undefined) return fallback;
+  if (!isCacheType(value)) {
+    throw new UsageError(
+      `--${name} must be one of ${CACHE_TYPES.join(", ")}, got ${JSON.stringify(value)}`,
+    );
   }
+  return value;
+}
+
+/** Parses the context group (the cache types are choices, checked here). */
+export function parseContextOptions(values: OptionValues): ContextOptions {
+  const both = cacheTypeOption(values, "cache-type", "f16");
   return {
     contextSize: number(values, "ctx-size", undefined, { integer: true }),
     batchSize: number(values, "batch-size", undefined, { integer: true }),
-    cacheType,
+    cacheTypeK: cacheTypeOption(values, "cache-type-k", both),
+    cacheTypeV: cacheTypeOption(values, "cache-type-v", both),
   };
 }
 
@@ -541,7 +565,8 @@ export interface GenerationArgs {
   seed: number;
   contextSize?: number;
   batchSize: number;
-  cacheType: CacheType;
+  cacheTypeK: CacheType;
+  cacheTypeV: CacheType;
   /** `-sys` and `--chat-template` as given. */
   system?: string;
   template?: string;
@@ -563,7 +588,8 @@ export function parseGenerationArgs(values: OptionValues): GenerationArgs {
     seed: sampling.seed ?? randomSeed(),
     contextSize: context.contextSize,
     batchSize: context.batchSize ?? 512,
-    cacheType: context.cacheType,
+    cacheTypeK: context.cacheTypeK,
+    cacheTypeV: context.cacheTypeV,
     system: template.system,
     template: template.template,
     grammar: parseGrammarOption(values),

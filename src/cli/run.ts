@@ -133,7 +133,8 @@ async function loadModel(args: RunArgs): Promise<Llm> {
       Llm.load(args.model, {
         contextSize: args.contextSize,
         batchSize: args.batchSize,
-        cacheType: args.cacheType,
+        cacheTypeK: args.cacheTypeK,
+        cacheTypeV: args.cacheTypeV,
         threads: args.threads,
         repack: args.repack,
         speculation: args.speculation,
@@ -200,7 +201,8 @@ function summaryText({ llm, args, result, loadMs, totalMs }: Summary): string {
     row("Total", totalMs) +
     speculationLine(llm, t) +
     `memory: weights ${mib(m.weightsBytes)} mapped, KV cache ${mib(m.kvCacheBytes)} ` +
-    `(${context.cache.cacheType}), scratch ${mib(m.scratchBytes)}\n`;
+    `(${context.cache.cacheType}, ${context.cache.bytesPerToken} bytes/token), ` +
+    `scratch ${mib(m.scratchBytes)}\n`;
 }
 
 function speculationLine(llm: Llm, t: GenerationResult["timings"]): string {
@@ -326,7 +328,7 @@ export const runCommand: Command = {
   name: "run",
   summary: "generate text from a prompt with a Llama-family GGUF model",
   usage,
-  aliases: aliasesOf([CHAT_TEMPLATE_GROUP, SPECULATION_GROUP]),
+  aliases: aliasesOf([CHAT_TEMPLATE_GROUP, SPECULATION_GROUP, CONTEXT_GROUP]),
   options: optionsOf([
     SAMPLING_GROUP,
     GRAMMAR_GROUP,

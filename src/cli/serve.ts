@@ -94,6 +94,7 @@ Options:
                            llama-server (default min(model's, 4096) per slot)
   -b, --batch-size N       most tokens per step: one per generating sequence, the rest
                            prefill chunks (default 256; >= --parallel)
+${helpLines(CONTEXT_GROUP.help.filter((h) => h.name.startsWith("cache-type")))}\
 ${helpLines(MODEL_GROUP.help)}${helpLines(SPECULATION_GROUP.help)}\
 ${helpLines(CHAT_TEMPLATE_GROUP.help, SERVE_TEMPLATE_HELP)}\
       --reasoning-format F how chat replies return reasoning: auto (default; apart, as
@@ -256,6 +257,8 @@ async function serve(values: OptionValues, positionals: string[]): Promise<numbe
       threads: model.threads,
       stepTokens,
       repack: model.repack,
+      cacheTypeK: context.cacheTypeK,
+      cacheTypeV: context.cacheTypeV,
       chatTemplate,
       pooling,
       speculation,
@@ -364,7 +367,7 @@ export const serveCommand: Command = {
   summary: "serve a model over HTTP with OpenAI's API (and a chat page)",
   usage,
   aliases: {
-    ...aliasesOf([CHAT_TEMPLATE_GROUP, SPECULATION_GROUP]),
+    ...aliasesOf([CHAT_TEMPLATE_GROUP, SPECULATION_GROUP, CONTEXT_GROUP]),
     ...LLAMA_SERVER_ALIASES,
   },
   options: optionsOf([MODEL_GROUP, CHAT_TEMPLATE_GROUP, SAMPLING_GROUP, SPECULATION_GROUP], {
@@ -375,6 +378,9 @@ export const serveCommand: Command = {
     np: { type: "string" },
     "ctx-size": CONTEXT_GROUP.options["ctx-size"],
     "batch-size": CONTEXT_GROUP.options["batch-size"],
+    "cache-type": CONTEXT_GROUP.options["cache-type"],
+    "cache-type-k": CONTEXT_GROUP.options["cache-type-k"],
+    "cache-type-v": CONTEXT_GROUP.options["cache-type-v"],
     "api-key": { type: "string" },
     cors: { type: "string" },
     queue: { type: "string" },

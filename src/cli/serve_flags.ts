@@ -70,8 +70,6 @@ export const LLAMA_SERVER_OPTIONS: Options = {
   lora: { type: "string" },
   "grp-attn-n": { type: "string" },
   "grp-attn-w": { type: "string" },
-  "cache-type-k": { type: "string" },
-  "cache-type-v": { type: "string" },
   mmproj: { type: "string" },
   "mmproj-url": { type: "string" },
   "model-url": { type: "string" },
@@ -86,8 +84,6 @@ export const LLAMA_SERVER_ALIASES: Readonly<Record<string, string>> = {
   "-ub": "--ubatch-size",
   "-fa": "--flash-attn",
   "-tb": "--threads-batch",
-  "-ctk": "--cache-type-k",
-  "-ctv": "--cache-type-v",
   "-to": "--timeout",
   "-mu": "--model-url",
   "-hf": "--hf-repo",
@@ -138,8 +134,6 @@ const REFUSED: Readonly<Record<string, string>> = {
   lora: "LoRA adapters are not supported",
   "grp-attn-n": "grouped attention (self-extend) is not supported",
   "grp-attn-w": "grouped attention (self-extend) is not supported",
-  "cache-type-k": "give --cache-type f16|f32 (one type for K and V)",
-  "cache-type-v": "give --cache-type f16|f32 (one type for K and V)",
   mmproj: "multimodal input is not supported",
   "mmproj-url": "multimodal input is not supported",
   "model-url": "give the model as MODEL (a file or a Hub reference)",
@@ -148,8 +142,8 @@ const REFUSED: Readonly<Record<string, string>> = {
 
 /**
  * Checks llama-server's flags: a refused one is a {@linkcode UsageError};
- * each accepted one without effect gets `notice(line)` (one line). `-ctk f16`
- * equal to `--cache-type`, and `-fa off|auto`, are accepted quietly.
+ * each accepted one without effect gets `notice(line)` (one line). `-fa off|auto`
+ * is accepted quietly.
  */
 export function checkLlamaServerFlags(
   values: OptionValues,
@@ -158,10 +152,6 @@ export function checkLlamaServerFlags(
   for (const [flag, why] of Object.entries(REFUSED)) {
     if (values[flag] === undefined) continue;
     const v = values[flag];
-    if ((flag === "cache-type-k" || flag === "cache-type-v") && (v === "f16" || v === "f32")) {
-      values["cache-type"] ??= v;
-      if (values["cache-type"] === v) continue;
-    }
     if (v === false) continue;
     throw new UsageError(`--${flag}: ${why}`);
   }

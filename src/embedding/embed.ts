@@ -90,7 +90,10 @@ export interface EmbedOptions {
 /** Sizes of an embeddings context for `model`: whole sequences of up to `contextSize` tokens. */
 export function embeddingContextOptions(
   model: Context["model"],
-  options: { contextSize?: number; threads?: number; cacheType?: ContextOptions["cacheType"] },
+  options: Pick<
+    ContextOptions,
+    "contextSize" | "threads" | "cacheType" | "cacheTypeK" | "cacheTypeV"
+  >,
 ): ContextOptions {
   const c = model.config;
   const contextSize = options.contextSize === undefined || options.contextSize === 0
@@ -105,6 +108,8 @@ export function embeddingContextOptions(
     maxLogits: 1,
     // llama.cpp runs an encoder without a KV cache, in F32; a decoder through its cache.
     cacheType: c.causal ? options.cacheType : "f32",
+    cacheTypeK: c.causal ? options.cacheTypeK : undefined,
+    cacheTypeV: c.causal ? options.cacheTypeV : undefined,
     threads: options.threads,
     embeddings: true,
   };

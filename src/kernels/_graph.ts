@@ -45,7 +45,7 @@ const OPS = {
     "slot_count",
     "window",
     "scale:f64",
-    "alone",
+    "mode",
   ],
   swiglu: ["out", "gate", "up", "n"],
   add: ["out", "a", "b", "n"],
@@ -55,6 +55,7 @@ const OPS = {
   scale: ["out", "x", "n", "s:f64"],
   gelu: ["out", "x", "n"],
   norm: ["out", "x", "weight", "bias", "n", "tokens", "eps:f64"],
+  hadamard: ["x", "rows", "n"],
 } as const;
 
 /** An op's name. */
@@ -249,6 +250,7 @@ export class GraphRecorder {
     slotCount: number,
     window: number,
     scale: number,
+    vCacheType: number,
     alone: boolean,
   ): void {
     const at = this.#begin("attention", cacheType);
@@ -266,7 +268,8 @@ export class GraphRecorder {
     this.#u(at, F.attention.slot_count, slotCount);
     this.#u(at, F.attention.window, window);
     this.#f(at, F.attention.scale, scale);
-    this.#u(at, F.attention.alone, alone ? 1 : 0);
+    // V's cache type in the low 32 bits, `alone` in bit 32 (graph.zig's Attention.mode)
+    this.#u(at, F.attention.mode, vCacheType + (alone ? 2 ** 32 : 0));
   }
 
   swiglu(out: number, gate: number, up: number, n: number): void {
@@ -324,6 +327,13 @@ export class GraphRecorder {
     this.#u(at, F.scale.x, x);
     this.#u(at, F.scale.n, n);
     this.#f(at, F.scale.s, s);
+  }
+
+  hadamard(x: number, rows: number, n: number): void {
+    const at = this.#begin("hadamard", 0);
+    this.#u(at, F.hadamard.x, x);
+    this.#u(at, F.hadamard.rows, rows);
+    this.#u(at, F.hadamard.n, n);
   }
 
   add(out: number, a: number, b: number, n: number): void {

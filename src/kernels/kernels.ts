@@ -44,8 +44,15 @@ function checkFinite(name: string, value: number): void {
   if (!Number.isFinite(value)) throw new RangeError(`${name} must be finite, got ${value}`);
 }
 
+/** The KV cache types (ffi/kv_types.zig; the model's `CACHE_TYPES` by ggml id). */
+const CACHE_TYPE_IDS = new Set(
+  (["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"] as const).map((n) =>
+    GgmlType[n]
+  ),
+);
+
 function checkCacheType(cacheType: number): void {
-  if (cacheType !== GgmlType.F32 && cacheType !== GgmlType.F16) {
+  if (!CACHE_TYPE_IDS.has(cacheType)) {
     throw new RangeError(`Unsupported KV cache type ${cacheType}`);
   }
 }
@@ -299,6 +306,7 @@ export class Kernels {
     slotRows: number,
     window: number,
     slotCount: number,
+    vCacheType: number = cacheType,
     alone = false,
   ): void {
     checkAddress("out", out);
@@ -323,6 +331,7 @@ export class Kernels {
       throw new RangeError(`headDim must be at most ${headDimMax}, got ${headDim}`);
     }
     checkCacheType(cacheType);
+    checkCacheType(vCacheType);
     this.#to.attention(
       cacheType,
       out,
@@ -339,6 +348,7 @@ export class Kernels {
       slotCount,
       window,
       scale,
+      vCacheType,
       alone,
     );
     this.#done();
@@ -416,6 +426,25 @@ export class Kernels {
     checkCount("n", n);
     if (!Number.isFinite(s)) throw new RangeError(`scale must be finite, got ${s}`);
     this.#to.scale(out, x, n, s);
+    this.#done();
+  }
+
+  /**
+   * Rotates `rows` runs of `n` f32 values at `x` in place by the orthonormal
+   * Walsh-Hadamard matrix (n a power of two, at most the largest head): llama.cpp's
+   * rotation around a quantized KV cache.
+   */
+  hadamard(x: number, rows: number, n: number): void {
+    checkAddress("x", x);
+    checkCount("rows", rows);
+    if (
+      !Number.isInteger(n) || n < 2 || (n & (n - 1)) !== 0 || n > this.#native.limits.headDimMax
+    ) {
+      throw new RangeError(
+        `n must be a power of two in [2, ${this.#native.limits.headDimMax}], got ${n}`,
+      );
+    }
+    this.#to.hadamard(x, rows, n);
     this.#done();
   }
 

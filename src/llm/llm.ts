@@ -81,8 +81,12 @@ export interface LlmOptions extends ModelLoadOptions {
   contextSize?: number;
   /** Prompt tokens per prefill batch; default 512. */
   batchSize?: number;
-  /** KV cache element type; default `"f16"` (as llama.cpp). */
+  /** KV cache element type of K and V; default `"f16"` (as llama.cpp). */
   cacheType?: CacheType;
+  /** K's cache type (llama.cpp's `-ctk`); default `cacheType`. */
+  cacheTypeK?: CacheType;
+  /** V's cache type (llama.cpp's `-ctv`); default `cacheType`. */
+  cacheTypeV?: CacheType;
   /** The kernels to run on (see `ContextOptions.kernels`); default the library's. */
   kernels?: ContextOptions["kernels"];
   /**
@@ -528,6 +532,8 @@ export class Llm {
         contextSize: this.#options.contextSize,
         threads: this.#threads,
         cacheType: this.#options.cacheType,
+        cacheTypeK: this.#options.cacheTypeK,
+        cacheTypeV: this.#options.cacheTypeV,
       }),
     );
     return embedSequences(context, sequences, pooling, options.normalize ?? 2).map((vs) => {

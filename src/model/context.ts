@@ -45,8 +45,12 @@ export interface ContextOptions {
   batchSize?: number;
   /** Most tokens per batch that want logits; default `slots`. */
   maxLogits?: number;
-  /** KV cache type; default `"f16"` (as llama.cpp). */
+  /** KV cache type of K and V; default `"f16"` (as llama.cpp). */
   cacheType?: CacheType;
+  /** K's cache type (llama.cpp's `-ctk`); default `cacheType`. */
+  cacheTypeK?: CacheType;
+  /** V's cache type (llama.cpp's `-ctv`); default `cacheType`. */
+  cacheTypeV?: CacheType;
   /** Kernel threads; 0 (default) = every CPU. */
   threads?: number;
   /** The kernels to run on (closed by the caller), or a factory (closed by the context). */
@@ -152,7 +156,6 @@ export class Context {
     if (!Number.isInteger(threads) || threads < 0 || threads > threadCountMax) {
       throw new RangeError(`threads must be an integer in [0, ${threadCountMax}], got ${threads}`);
     }
-    const cacheType = options.cacheType ?? "f16";
     this.embeddings = options.embeddings ?? false;
 
     const B = this.batchSize, R = this.maxLogits;
@@ -161,10 +164,12 @@ export class Context {
     const w = model.weights;
     const fusedQkv = w.layers.some((l) => l.wqkv !== undefined);
     const fusedGateUp = w.layers.some((l) => l.wGate === undefined);
-    this.cache = new KvCache(native, { layers: c.blockCount, kvDim: KV }, {
+    this.cache = new KvCache(native, { layers: c.blockCount, kvDim: KV, headDim: D }, {
       slots,
       slotRows: this.contextSize,
-      cacheType,
+      cacheType: options.cacheType,
+      cacheTypeK: options.cacheTypeK,
+      cacheTypeV: options.cacheTypeV,
       windows: model.layerWindows,
       batchSize: this.batchSize,
     });
@@ -234,6 +239,12 @@ export class Context {
         if (this.#ownsKernels) this.kernels.close();
         throw new ModelError(
           `architecture "${c.architecture}" needs kernel ops these kernels lack: ${missing}`,
+        );
+      }
+      if ((this.cache.kRotation > 0 || this.cache.vRotation > 0) && !this.kernels.hadamard) {
+        if (this.#ownsKernels) this.kernels.close();
+        throw new ModelError(
+          `a ${this.cache.cacheType} KV cache needs the Hadamard rotation (hadamard), which these kernels lack`,
         );
       }
       if (model.repackedBytes > 0 && !(this.kernels instanceof Kernels)) {

@@ -27,10 +27,16 @@ export interface ForwardModel {
   readonly layerRopeBases: Float64Array;
 }
 
-/** The KV cache layout: per layer `[slots][rows(l)][kvDim]` of `cacheType`. */
+/** The KV cache layout: per layer `[slots][rows(l)][kvDim]` of K's and of V's type. */
 export interface ForwardCache {
-  /** 0 = F32, 1 = F16. */
-  readonly cacheTypeId: number;
+  /** K's cache type (its ggml id: 0 = F32, 1 = F16, 8 = Q8_0, ...). */
+  readonly kTypeId: number;
+  /** V's cache type (as `kTypeId`). */
+  readonly vTypeId: number;
+  /** Width of the Hadamard rotation of Q and K around a quantized K (0: none). */
+  readonly kRotation: number;
+  /** Width of the Hadamard rotation of V and of the attention output around a quantized V (0: none). */
+  readonly vRotation: number;
   /** Positions per slot (the context). */
   readonly slotRows: number;
   readonly slotCount: number;
@@ -133,7 +139,8 @@ export function forward(
   const KV = Hkv * D;
   const F = c.feedForwardLength;
   const eps = c.rmsEpsilon;
-  const ct = cache.cacheTypeId;
+  const kt = cache.kTypeId, vt = cache.vTypeId;
+  const kRot = cache.kRotation, vRot = cache.vRotation;
   const contextRows = cache.slotRows, slotCount = cache.slotCount;
   const neox = arch.rope === "neox";
   // LongRoPE (Phi-3): the long factors when a sequence may run past the original context
@@ -198,13 +205,17 @@ export function forward(
     if (rope) k.rope(q, T, H, D, c.ropeDimensionCount, pos, base, freqs, neox); // q [T][H][D]
     if (rope) k.rope(kk, T, Hkv, D, c.ropeDimensionCount, pos, base, freqs, neox); // k [T][Hkv][D]
     if (qScale !== 1) k.scale!(q, q, qScale, T * Q); // Gemma: q ×= 1/√key_length
-    k.storeKv(ct, kCache, kk, pos, slots, T, KV, rows, slotCount); // kCache[slot][pos]
-    k.storeKv(ct, vCache, v, pos, slots, T, KV, rows, slotCount); // vCache[slot][pos]
+    // A quantized cache: Q and K (quantized K), V (quantized V) rotated, as llama.cpp.
+    if (kRot > 0) k.hadamard!(q, (T * Q) / kRot, kRot);
+    if (kRot > 0) k.hadamard!(kk, (T * KV) / kRot, kRot);
+    if (vRot > 0) k.hadamard!(v, (T * KV) / vRot, vRot);
+    k.storeKv(kt, kCache, kk, pos, slots, T, KV, rows, slotCount); // kCache[slot][pos]
+    k.storeKv(vt, vCache, v, pos, slots, T, KV, rows, slotCount); // vCache[slot][pos]
     // A window wider than a context-sized cache never masks: the whole context (the kernel
     // takes no window past its rows).
     const window = Math.min(m.layerWindows[l], rows);
     k.attention(
-      ct,
+      kt,
       att,
       q,
       kCache,
@@ -219,8 +230,10 @@ export function forward(
       rows,
       window,
       slotCount,
+      vt,
       alone,
     ); // att [T][H·D]
+    if (vRot > 0) k.hadamard!(att, (T * Q) / vRot, vRot); // rotated back
     k.matmul(L.wo.type, xb, L.wo.address, att, E, Q, T); // xb [T][E]
     if (L.bo !== undefined) k.addRows!(xb, xb, L.bo.address, T, E); // xb += bo
     if (L.postAttnNorm !== undefined) k.rmsnorm(xb, xb, L.postAttnNorm.address, E, T, eps); // xb [T][E]

@@ -5,7 +5,10 @@
  * tail of one (to continue it from a common prefix), {@linkcode KvCache.clear}
  * empties it.
  *
- * Layout of layer `l`: `[slots][rows(l)][kvHeads·headDim]` (F16 or F32);
+ * Layout of layer `l`: `[slots][rows(l)][kvHeads·headDim]` of the K type (K)
+ * and of the V type (V): any of {@linkcode CACHE_TYPES}, llama.cpp's `-ctk`/`-ctv`
+ * names; a quantized row is whole blocks of 32 per head (each row written by the
+ * type's quantizer as llama.cpp's cache writes it, ffi/kv_types.zig);
  * token `t` of slot `s` at position `p` lives in row `s·rows(l) + p % rows(l)`.
  * A full-attention layer has `slotRows` rows (the context); a sliding-window
  * layer keeps a ring of `window + batch − 1` rows (llama.cpp's iSWA cache:
@@ -28,11 +31,61 @@
  *
  * @module
  */
+import { GgmlType } from "../gguf/mod.ts";
+import { rowBytes } from "../kernels/types.ts";
 import type { Native, NativeBuffer } from "../native/native.ts";
 import type { ForwardCache } from "./forward.ts";
 
+/** The KV cache element types, llama.cpp's `-ctk`/`-ctv` names. */
+export const CACHE_TYPES = [
+  "f32",
+  "f16",
+  "bf16",
+  "q8_0",
+  "q4_0",
+  "q4_1",
+  "q5_0",
+  "q5_1",
+  "iq4_nl",
+] as const;
+
 /** KV cache element type. */
-export type CacheType = "f16" | "f32";
+export type CacheType = typeof CACHE_TYPES[number];
+
+const CACHE_TYPE_IDS: Record<CacheType, number> = {
+  f32: GgmlType.F32,
+  f16: GgmlType.F16,
+  bf16: GgmlType.BF16,
+  q8_0: GgmlType.Q8_0,
+  q4_0: GgmlType.Q4_0,
+  q4_1: GgmlType.Q4_1,
+  q5_0: GgmlType.Q5_0,
+  q5_1: GgmlType.Q5_1,
+  iq4_nl: GgmlType.IQ4_NL,
+};
+
+/** True when `name` is a cache type. */
+export function isCacheType(name: unknown): name is CacheType {
+  return typeof name === "string" && (CACHE_TYPES as readonly string[]).includes(name);
+}
+
+/** `name` as a cache type, or a RangeError naming the valid ones (`what`: the option's name). */
+export function cacheType(name: unknown, what = "cacheType"): CacheType {
+  if (isCacheType(name)) return name;
+  throw new RangeError(
+    `${what} must be one of ${CACHE_TYPES.join(", ")}, got ${JSON.stringify(name)}`,
+  );
+}
+
+/** True for the block-quantized cache types (not f32, f16, bf16). */
+export function isQuantized(type: CacheType): boolean {
+  return type !== "f32" && type !== "f16" && type !== "bf16";
+}
+
+/** The ggml type id of cache type `type` (the kernels' cache type id). */
+export function cacheTypeId(type: CacheType): number {
+  return CACHE_TYPE_IDS[type];
+}
 
 /** The K and V of every slot, layer and position; the tokens each slot holds. */
 export class KvCache implements ForwardCache {
@@ -46,41 +99,73 @@ export class KvCache implements ForwardCache {
   readonly #windows: Int32Array;
   /** How far back a slot can be truncated and keep its prefix: min over sliding layers. */
   readonly #rewindMax: number;
-  readonly cacheType: CacheType;
-  /** 0 = F32, 1 = F16 (the kernels' cache type id). */
-  readonly cacheTypeId: number;
+  /** K's element type. */
+  readonly cacheTypeK: CacheType;
+  /** V's element type. */
+  readonly cacheTypeV: CacheType;
+  /** K's type as the kernels name it (its ggml id). */
+  readonly kTypeId: number;
+  /** V's type as the kernels name it (its ggml id). */
+  readonly vTypeId: number;
+  /**
+   * Width of the Hadamard rotation of Q and K (0: none): llama.cpp rotates them when K
+   * is quantized and the head width a multiple of 64, by the widest power of two that
+   * divides the head (`attn_rot_k`).
+   */
+  readonly kRotation: number;
+  /** Width of the rotation of V and the attention output (0: none; 64 for a quantized V). */
+  readonly vRotation: number;
   /** Bytes of K plus V. */
   readonly byteLength: number;
+  /** Bytes of K plus V per position of one layer, summed over the layers (one slot). */
+  readonly bytesPerToken: number;
   readonly #k: NativeBuffer;
   readonly #v: NativeBuffer;
-  readonly #layerOffsets: Float64Array;
-  readonly #rowBytes: number;
+  readonly #kOffsets: Float64Array;
+  readonly #vOffsets: Float64Array;
+  readonly #kRowBytes: number;
+  readonly #vRowBytes: number;
   readonly #history: Int32Array[];
   readonly #lengths: Int32Array;
 
   /**
    * `windows[l]` > 0 makes layer `l` a ring of `min(slotRows, windows[l] + batchSize − 1)`
-   * rows (default: every layer full).
+   * rows (default: every layer full). `cacheType` sets K and V; `cacheTypeK` and
+   * `cacheTypeV` override it for one (default f16). A quantized type needs `headDim`
+   * to be a whole number of its blocks.
    */
   constructor(
     native: Native,
-    shape: { layers: number; kvDim: number },
+    shape: { layers: number; kvDim: number; headDim?: number },
     options: {
       slots: number;
       slotRows: number;
-      cacheType: CacheType;
+      cacheType?: CacheType;
+      cacheTypeK?: CacheType;
+      cacheTypeV?: CacheType;
       windows?: ArrayLike<number>;
       batchSize?: number;
     },
   ) {
-    const { slots, slotRows, cacheType } = options;
-    if (cacheType !== "f16" && cacheType !== "f32") {
-      throw new RangeError(`cacheType must be "f16" or "f32", got "${cacheType}"`);
-    }
+    const { slots, slotRows } = options;
+    const k = cacheType(options.cacheTypeK ?? options.cacheType ?? "f16", "cacheTypeK");
+    const v = cacheType(options.cacheTypeV ?? options.cacheType ?? "f16", "cacheTypeV");
+    const headDim = shape.headDim ?? shape.kvDim;
+    const kRow = cacheRowBytes(native, k, shape.kvDim, headDim, "cacheTypeK");
+    const vRow = cacheRowBytes(native, v, shape.kvDim, headDim, "cacheTypeV");
     this.slotCount = slots;
     this.slotRows = slotRows;
-    this.cacheType = cacheType;
-    this.cacheTypeId = cacheType === "f16" ? 1 : 0;
+    this.cacheTypeK = k;
+    this.cacheTypeV = v;
+    this.kTypeId = cacheTypeId(k);
+    this.vTypeId = cacheTypeId(v);
+    let kRotation = 0;
+    if (isQuantized(k) && headDim % 64 === 0) {
+      kRotation = 64;
+      while (headDim % (2 * kRotation) === 0) kRotation *= 2;
+    }
+    this.kRotation = kRotation;
+    this.vRotation = isQuantized(v) && headDim % 64 === 0 ? 64 : 0;
     const batch = options.batchSize ?? slotRows;
     this.#windows = Int32Array.from({ length: shape.layers }, (_, l) => options.windows?.[l] ?? 0);
     this.layerRows = this.#windows.map((w) => w > 0 ? Math.min(slotRows, w + batch - 1) : slotRows);
@@ -91,34 +176,44 @@ export class KvCache implements ForwardCache {
       }
     }
     this.#rewindMax = rewind;
-    const rowBytes = shape.kvDim * (cacheType === "f16" ? 2 : 4);
-    this.#rowBytes = rowBytes;
-    this.#layerOffsets = new Float64Array(shape.layers + 1);
+    this.#kRowBytes = kRow;
+    this.#vRowBytes = vRow;
+    this.bytesPerToken = shape.layers * (kRow + vRow);
+    this.#kOffsets = new Float64Array(shape.layers + 1);
+    this.#vOffsets = new Float64Array(shape.layers + 1);
     for (let l = 0; l < shape.layers; l++) {
-      this.#layerOffsets[l + 1] = this.#layerOffsets[l] + slots * this.layerRows[l] * rowBytes;
+      this.#kOffsets[l + 1] = this.#kOffsets[l] + slots * this.layerRows[l] * kRow;
+      this.#vOffsets[l + 1] = this.#vOffsets[l] + slots * this.layerRows[l] * vRow;
     }
-    const bytes = this.#layerOffsets[shape.layers];
-    this.#k = native.alloc(bytes);
+    const kBytes = this.#kOffsets[shape.layers], vBytes = this.#vOffsets[shape.layers];
+    this.#k = native.alloc(kBytes);
     try {
-      this.#v = native.alloc(bytes);
+      this.#v = native.alloc(vBytes);
     } catch (error) {
       this.#k.free();
       throw error;
     }
-    this.byteLength = 2 * bytes;
-    const offsets = this.#layerOffsets, k = this.#k.address, v = this.#v.address;
+    this.byteLength = kBytes + vBytes;
+    const kAt = this.#k.address, vAt = this.#v.address;
     // Arrays of tagged elements (made of strings first): a raw-double array would box
     // each address anew every time the forward pass hands it to a kernel.
     const kLayers: unknown[] = new Array(shape.layers).fill("");
     const vLayers: unknown[] = new Array(shape.layers).fill("");
     for (let l = 0; l < shape.layers; l++) {
-      kLayers[l] = k + offsets[l];
-      vLayers[l] = v + offsets[l];
+      kLayers[l] = kAt + this.#kOffsets[l];
+      vLayers[l] = vAt + this.#vOffsets[l];
     }
     this.kLayers = kLayers as number[];
     this.vLayers = vLayers as number[];
     this.#history = Array.from({ length: slots }, () => new Int32Array(slotRows));
     this.#lengths = new Int32Array(slots);
+  }
+
+  /** The cache's types as a label: `q8_0`, or `q8_0/q4_0` when K's and V's differ. */
+  get cacheType(): string {
+    return this.cacheTypeK === this.cacheTypeV
+      ? this.cacheTypeK
+      : `${this.cacheTypeK}/${this.cacheTypeV}`;
   }
 
   /** Address of each layer's K cache. */
@@ -220,15 +315,20 @@ export class KvCache implements ForwardCache {
     this.#slot(to);
     if (from === to) return;
     const n = this.#lengths[from];
-    const rowBytes = this.#rowBytes;
     const k = this.#k.bytes(), v = this.#v.bytes();
     for (let l = 0; l < this.layerRows.length; l++) {
       const rows = this.layerRows[l];
-      const used = Math.min(n, rows) * rowBytes; // a ring's rows are all in use past its size
-      const base = this.#layerOffsets[l];
-      const src = base + from * rows * rowBytes, dst = base + to * rows * rowBytes;
-      k.copyWithin(dst, src, src + used);
-      v.copyWithin(dst, src, src + used);
+      const used = Math.min(n, rows); // a ring's rows are all in use past its size
+      for (
+        const [bytes, base, rowBytes] of [[k, this.#kOffsets[l], this.#kRowBytes], [
+          v,
+          this.#vOffsets[l],
+          this.#vRowBytes,
+        ]] as const
+      ) {
+        const src = base + from * rows * rowBytes, dst = base + to * rows * rowBytes;
+        bytes.copyWithin(dst, src, src + used * rowBytes);
+      }
     }
     this.#history[to].set(this.#history[from].subarray(0, n));
     this.#lengths[to] = n;
@@ -241,14 +341,16 @@ export class KvCache implements ForwardCache {
   exportSlot(slot: number): { tokens: Int32Array; layers: Uint8Array[] } {
     this.#slot(slot);
     const n = this.#lengths[slot];
-    const rowBytes = this.#rowBytes;
     const k = this.#k.bytes(), v = this.#v.bytes();
     const layers: Uint8Array[] = [];
     for (let l = 0; l < this.layerRows.length; l++) {
-      const rows = this.layerRows[l];
-      const used = Math.min(n, rows) * rowBytes;
-      const src = this.#layerOffsets[l] + slot * rows * rowBytes;
-      layers.push(k.slice(src, src + used), v.slice(src, src + used));
+      const rows = this.layerRows[l], used = Math.min(n, rows);
+      const ks = this.#kOffsets[l] + slot * rows * this.#kRowBytes;
+      const vs = this.#vOffsets[l] + slot * rows * this.#vRowBytes;
+      layers.push(
+        k.slice(ks, ks + used * this.#kRowBytes),
+        v.slice(vs, vs + used * this.#vRowBytes),
+      );
     }
     return { tokens: this.#history[slot].slice(0, n), layers };
   }
@@ -257,8 +359,8 @@ export class KvCache implements ForwardCache {
   slotLayerBytes(n: number): number[] {
     const out: number[] = [];
     for (let l = 0; l < this.layerRows.length; l++) {
-      const b = Math.min(n, this.layerRows[l]) * this.#rowBytes;
-      out.push(b, b);
+      const used = Math.min(n, this.layerRows[l]);
+      out.push(used * this.#kRowBytes, used * this.#vRowBytes);
     }
     return out;
   }
@@ -277,12 +379,11 @@ export class KvCache implements ForwardCache {
     if (layers.length !== want.length || layers.some((b, i) => b.byteLength !== want[i])) {
       throw new RangeError("the K/V rows do not match this cache's layout");
     }
-    const rowBytes = this.#rowBytes;
     const k = this.#k.bytes(), v = this.#v.bytes();
     for (let l = 0; l < this.layerRows.length; l++) {
-      const dst = this.#layerOffsets[l] + slot * this.layerRows[l] * rowBytes;
-      k.set(layers[2 * l], dst);
-      v.set(layers[2 * l + 1], dst);
+      const rows = this.layerRows[l];
+      k.set(layers[2 * l], this.#kOffsets[l] + slot * rows * this.#kRowBytes);
+      v.set(layers[2 * l + 1], this.#vOffsets[l] + slot * rows * this.#vRowBytes);
     }
     this.#history[slot].set(tokens);
     this.#lengths[slot] = n;
@@ -306,4 +407,23 @@ export class KvCache implements ForwardCache {
     this.#k.free();
     this.#v.free();
   }
+}
+
+/** Bytes of one cache row of `kvDim` elements of `type`; a RangeError when a head is not whole blocks. */
+function cacheRowBytes(
+  native: Native,
+  type: CacheType,
+  kvDim: number,
+  headDim: number,
+  what: string,
+): number {
+  const id = cacheTypeId(type);
+  try {
+    rowBytes(native, id, headDim);
+  } catch {
+    throw new RangeError(
+      `${what} ${type} needs a head width that is a whole number of its blocks (32 values); this model's heads are ${headDim} wide`,
+    );
+  }
+  return rowBytes(native, id, kvDim);
 }

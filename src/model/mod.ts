@@ -38,7 +38,7 @@ export {
 } from "./context.ts";
 export { ModelError } from "./errors.ts";
 export type { CacheTypeId, ForwardOps } from "./ops.ts";
-export { type CacheType, KvCache } from "./kv_cache.ts";
+export { CACHE_TYPES, type CacheType, cacheType, isCacheType, KvCache } from "./kv_cache.ts";
 export { Model, type ModelLoadOptions } from "./model.ts";
 export {
   bindLlamaWeights,

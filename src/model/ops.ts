@@ -15,8 +15,8 @@
  * @module
  */
 
-/** KV cache element type: 0 = F32, 1 = F16. */
-export type CacheTypeId = 0 | 1;
+/** KV cache element type: its ggml id (0 = F32, 1 = F16, 8 = Q8_0, ...; see `CACHE_TYPES`). */
+export type CacheTypeId = number;
 
 /** The operations of one forward pass. */
 export interface ForwardOps {
@@ -66,8 +66,9 @@ export interface ForwardOps {
   /**
    * Attention of `q [tokens][heads·headDim]`: token t attends its own slot's positions
    * `[window > 0 ? max(0, pos − window + 1) : 0, pos]`, pos = positions[t], read from
-   * the rows {@linkcode storeKv} writes. `alone` (default false): each token in the
-   * float order of a token decoded alone, though its slot has others in the batch.
+   * the rows {@linkcode storeKv} writes; K of `cacheType`, V of `vCacheType` (default
+   * the same). `alone` (default false): each token in the float order of a token decoded
+   * alone, though its slot has others in the batch.
    */
   attention(
     cacheType: number,
@@ -85,6 +86,7 @@ export interface ForwardOps {
     slotRows: number,
     window: number,
     slotCount: number,
+    vCacheType?: number,
     alone?: boolean,
   ): void;
   /** `out = silu(gate) · up`, `n` elements. */
@@ -114,6 +116,12 @@ export interface ForwardOps {
   ): void;
   /** `out = x · s`, `n` elements (Gemma's embedding scale). Optional, as `geglu`. */
   scale?(out: number, x: number, s: number, n: number): void;
+  /**
+   * Rotates `rows` runs of `n` values of `x` in place by the orthonormal Walsh-Hadamard
+   * matrix (llama.cpp's rotation around a quantized KV cache). Optional: a quantized
+   * cache needs it.
+   */
+  hadamard?(x: number, rows: number, n: number): void;
   /** `out = a + b`, `n` elements. */
   add(out: number, a: number, b: number, n: number): void;
   /** Copies rows `ids[i]` (i32) of `table` into `out` as F32. */

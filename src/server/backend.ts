@@ -386,7 +386,8 @@ export class LocalBackend implements Backend {
         embeddingContextOptions(model, {
           contextSize: this.#context.contextSize,
           threads: this.#context.threadCount,
-          cacheType: this.#context.cache.cacheType,
+          cacheTypeK: this.#context.cache.cacheTypeK,
+          cacheTypeV: this.#context.cache.cacheTypeV,
         }),
       );
       const pooling = resolvePooling(model, this.embeddingPooling);

@@ -27,7 +27,8 @@ import type { ChatTemplateInfo } from "./backend.ts";
  * of {@linkcode LlmOptions} (those a Worker message can carry), and the
  * server's own.
  */
-export interface LoadOptions extends Pick<LlmOptions, "threads" | "repack" | "cacheType"> {
+export interface LoadOptions
+  extends Pick<LlmOptions, "threads" | "repack" | "cacheType" | "cacheTypeK" | "cacheTypeV"> {
   /** Slots (`--parallel`). */
   slots: number;
   /** Positions per slot (`-c`); 0 or absent = min(model context, 4096). */
@@ -73,6 +74,8 @@ export async function loadBackend(
         : undefined,
       threads: options.threads,
       cacheType: options.cacheType,
+      cacheTypeK: options.cacheTypeK,
+      cacheTypeV: options.cacheTypeV,
       batchSize: Math.max(options.stepTokens ?? 256, options.slots),
       // A batch wants at most one row per sequence, and a verify step one per drafted token.
       maxLogits: options.slots +

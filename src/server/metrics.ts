@@ -173,6 +173,9 @@ export class Metrics {
       metric("dotllm_kv_cache_usage_ratio", "gauge", "Fraction of KV cache positions in use.", [
         `dotllm_kv_cache_usage_ratio ${(s.kvUsedTokens / s.kvTotalTokens).toFixed(6)}`,
       ]);
+      metric("dotllm_kv_cache_bytes", "gauge", "Bytes of the KV cache, every layer and slot.", [
+        `dotllm_kv_cache_bytes ${s.kvBytes}`,
+      ]);
       metric("dotllm_decode_steps_total", "counter", "Batches the scheduler ran.", [
         `dotllm_decode_steps_total ${s.stepsTotal}`,
       ]);

@@ -153,6 +153,8 @@ export interface SchedulerStats {
   /** Positions holding tokens, over all slots. */
   kvUsedTokens: number;
   kvTotalTokens: number;
+  /** Bytes of the KV cache (K and V, every layer and slot). */
+  kvBytes: number;
   promptTokensTotal: number;
   /** Prompt tokens served from a slot's cache instead of recomputed. */
   cachedTokensTotal: number;
@@ -454,6 +456,7 @@ export class Scheduler {
       queueDepth: this.#queue.length,
       kvUsedTokens: used,
       kvTotalTokens: cache.slotCount * this.context.contextSize,
+      kvBytes: cache.byteLength,
       ...this.#stats,
       prefillMsTotal: d.prefillMs,
       decodeMsTotal: d.decodeMs,
