@@ -27,7 +27,7 @@
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { GgufArray, parseGguf } from "../src/gguf/reader.ts";
+import { type GgufArray, parseGguf } from "../src/gguf/reader.ts";
 import { prng } from "./_fuzz.ts";
 import { ensureSentencePieceModels } from "./_sentencepiece.ts";
 import { repoRoot, testdata } from "./_testdata.ts";

@@ -18,7 +18,6 @@ import {
   checkTools,
   detectToolFormat,
   generationPromptOf,
-  type GrammarTrigger,
   parseChatOutput,
   type ToolChoice,
   ToolRequestError,

@@ -59,7 +59,7 @@ function walk(grammar: CompiledGrammar, rand: () => number): string | undefined 
     m.mask(logits);
     // ASCII where the grammar allows it (a random byte above it may start a surrogate, which
     // JSON's char rule admits as llama.cpp's does); else the bytes of a literal's character
-    let allowed: number[] = [];
+    const allowed: number[] = [];
     for (let i = 0; i < 128; i++) if (logits[i] !== -Infinity) allowed.push(i);
     if (allowed.length === 0) {
       for (let i = 128; i < 256; i++) if (logits[i] !== -Infinity) allowed.push(i);
