@@ -19,7 +19,7 @@ import { type ServerProcess, startServer } from "./_server.ts";
 import { repoRoot, testdata } from "./_testdata.ts";
 
 const STORIES = testdata("models/stories260K.gguf");
-const REPLICA_ARGS = ["--parallel", "2", "-c", "1024", "-t", "1", "--temp", "0"];
+const REPLICA_ARGS = ["--parallel", "2", "-c", "1024", "-t", "1", "--temp", "0", "--metrics"];
 
 /** The first ```nginx block of docs/SERVER.md. */
 function documentedConfig(): string {

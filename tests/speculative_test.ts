@@ -447,7 +447,7 @@ Deno.test({
       assert.equal(response.status, 200);
       return await response.json();
     };
-    const common = ["--parallel", "2", "-t", "2", "-c", "2048"];
+    const common = ["--parallel", "2", "-t", "2", "-c", "2048", "--metrics"];
     const plain = await startServer(SMOLLM2, common);
     const want: string[] = [];
     try {
