@@ -119,8 +119,6 @@ export interface Backend {
    * slot emptied (erase). Rejects with one line.
    */
   slotAction(action: SlotAction, slot: number, path?: string): Promise<SlotActionResult>;
-  /** Renders a conversation; throws for a template error. */
-  applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string>;
   stats(): Promise<SchedulerStats>;
   /** Embeds the inputs together (between scheduler steps); input errors resolve as `{ error }`. */
   embed(input: EmbedInput): Promise<EmbedOutput>;
@@ -342,14 +340,6 @@ export class LocalBackend implements Backend {
         bytes = file.length;
       }
       return Promise.resolve({ tokens, bytes, ms: performance.now() - t0 });
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
-
-  applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {
-    try {
-      return Promise.resolve(this.#render(messages, addGenerationPrompt));
     } catch (error) {
       return Promise.reject(error);
     }

@@ -460,43 +460,7 @@ function body(value: unknown): Record<string, unknown> {
   return value;
 }
 
-/**
- * The text of a message's `content`: a string or an array of
- * `{ type: "text", text }` parts, joined by a newline as llama.cpp joins
- * them (`concat_content_parts` of its `common/chat.cpp`).
- */
-function messageContent(v: unknown, at: string): string {
-  if (typeof v === "string") return v;
-  if (v === null || v === undefined) return "";
-  if (Array.isArray(v)) {
-    let text = "";
-    for (const [i, part] of v.entries()) {
-      if (!isObject(part) || part.type !== "text" || typeof part.text !== "string") {
-        bad(`${at}[${i}]`, "only text content parts are supported");
-      }
-      text += (text === "" ? "" : "\n") + part.text;
-    }
-    return text;
-  }
-  bad(at, `expected a string or an array of text parts, got ${kind(v)}`);
-}
-
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
-
-/** The messages of a chat request (or `/apply-template`). */
-export function parseMessages(value: unknown): ChatMessage[] {
-  if (!Array.isArray(value) || value.length === 0) {
-    bad("messages", "expected a non-empty array of messages");
-  }
-  if (value.length > MAX_MESSAGES) bad("messages", `at most ${MAX_MESSAGES} messages`);
-  return value.map((m, i) => {
-    if (!isObject(m)) bad(`messages[${i}]`, `expected an object, got ${kind(m)}`);
-    if (typeof m.role !== "string" || !ROLES.has(m.role)) {
-      bad(`messages[${i}].role`, `expected one of ${[...ROLES].join(", ")}`);
-    }
-    return { role: m.role, content: messageContent(m.content, `messages[${i}].content`) };
-  });
-}
 
 /**
  * A chat request's messages: an array of objects with a known role, passed

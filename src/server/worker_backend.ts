@@ -7,7 +7,7 @@
  */
 import type { EmbedInput, EmbedOutput } from "./embeddings.ts";
 import type { Backend, GenerateInput, ModelInfo, SlotAction, SlotActionResult } from "./backend.ts";
-import { type ChatMessage, type ChatRenderer, chatRenderer } from "./chat_prompt.ts";
+import { type ChatRenderer, chatRenderer } from "./chat_prompt.ts";
 import type { LoadOptions } from "./load.ts";
 import type { SchedulerStats, SequenceEvent } from "./scheduler.ts";
 import type { WorkerRequest } from "./worker.ts";
@@ -135,14 +135,6 @@ export class WorkerBackend implements Backend {
 
   pieces(tokens: number[]): Promise<number[][]> {
     return this.#call({ op: "pieces", tokens });
-  }
-
-  applyTemplate(messages: ChatMessage[], addGenerationPrompt: boolean): Promise<string> {
-    try {
-      return Promise.resolve(this.#render(messages, addGenerationPrompt));
-    } catch (error) {
-      return Promise.reject(error);
-    }
   }
 
   stats(): Promise<SchedulerStats> {
