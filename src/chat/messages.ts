@@ -19,6 +19,7 @@
  *
  * @module
  */
+import type { ToolDefinition } from "../tools/types.ts";
 
 /** One part of a message's content array. */
 export interface ContentPart {
@@ -61,10 +62,7 @@ export interface ParsedMessage {
 }
 
 /** An OpenAI `tools` entry. */
-export interface ChatTool {
-  type: "function";
-  function: { name: string; description?: string; parameters?: Record<string, unknown> };
-}
+export type ChatTool = ToolDefinition;
 
 /** Invalid messages or tools (the server's 400). */
 export class ChatInputError extends Error {
